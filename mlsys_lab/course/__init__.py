@@ -1,0 +1,1 @@
+"""Instructor tools: executing notebooks, student versions, grading."""

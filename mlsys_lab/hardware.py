@@ -1,0 +1,147 @@
+"""Hardware records: datasheet presets and a probe of this machine's own ceilings.
+
+Every lesson that predicts a time (roofline, collectives, parallelism) takes a :class:`Hardware`.
+Peak FLOP/s are *dense* figures: NVIDIA datasheets print tensor-core numbers "with sparsity"
+(2:4 structured), twice the dense rate; the course halves them and says so.
+Bandwidths are bytes per second; interconnects are per direction unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from mlsys_lab.validation import check_choice, check_int
+
+TB = 1e12
+GB = 1e9
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One processor's ceilings. FLOP/s per dtype, bytes/s for memory and links, bytes for capacity."""
+
+    name: str
+    peak_flop_per_s: dict[str, float]  # dtype -> dense peak, e.g. {"fp32": 67e12, "bf16": 989e12}
+    memory_bandwidth_bytes_per_s: float
+    memory_bytes: float
+    interconnect_bytes_per_s: dict[str, float] = field(default_factory=dict)  # per direction
+    cache_bandwidth_bytes_per_s: dict[str, float] = field(default_factory=dict)  # "L2", "shared"
+    source: str = ""
+
+    def peak(self, dtype: str = "fp32") -> float:
+        """Peak FLOP/s for ``dtype``."""
+        check_choice("dtype", dtype, self.peak_flop_per_s)
+        return self.peak_flop_per_s[dtype]
+
+    def ridge_point(self, dtype: str = "fp32") -> float:
+        """Arithmetic intensity (FLOP/byte) where the roofline turns: peak / bandwidth."""
+        return self.peak(dtype) / self.memory_bandwidth_bytes_per_s
+
+
+# NVIDIA H200 SXM datasheet (nvidia.com/en-us/data-center/h200, 2024): 141 GB HBM3e at 4.8 TB/s;
+# FP64 34, FP32 67, TF32 989*, BF16/FP16 1,979*, FP8 3,958* TFLOPS (* with sparsity: dense is half);
+# NVLink 900 GB/s total = 450 GB/s each way; PCIe Gen5 128 GB/s total = 64 GB/s each way.
+H200 = Hardware(
+    name="NVIDIA H200 SXM",
+    peak_flop_per_s={"fp64": 34 * TB, "fp32": 67 * TB, "tf32": 494.5 * TB, "bf16": 989.5 * TB,
+                     "fp16": 989.5 * TB, "fp8": 1979 * TB},
+    memory_bandwidth_bytes_per_s=4.8 * TB,
+    memory_bytes=141 * GB,
+    interconnect_bytes_per_s={"NVLink 4": 450 * GB, "PCIe 5 x16": 64 * GB, "InfiniBand NDR 400G": 50 * GB},
+    source="NVIDIA H200 Tensor Core GPU datasheet (2024); tensor figures halved from 'with sparsity'",
+)
+
+# NVIDIA H100 SXM5 datasheet (2023): 80 GB HBM3 at 3.35 TB/s; same SM array and clocks as H200.
+H100_SXM = Hardware(
+    name="NVIDIA H100 SXM",
+    peak_flop_per_s={"fp64": 34 * TB, "fp32": 67 * TB, "tf32": 494.5 * TB, "bf16": 989.5 * TB,
+                     "fp16": 989.5 * TB, "fp8": 1979 * TB},
+    memory_bandwidth_bytes_per_s=3.35 * TB,
+    memory_bytes=80 * GB,
+    interconnect_bytes_per_s={"NVLink 4": 450 * GB, "PCIe 5 x16": 64 * GB, "InfiniBand NDR 400G": 50 * GB},
+    source="NVIDIA H100 Tensor Core GPU datasheet (2023); tensor figures halved from 'with sparsity'",
+)
+
+# NVIDIA A100 80GB SXM datasheet (2021): 2,039 GB/s HBM2e; FP64 9.7, FP32 19.5, TF32 156,
+# BF16/FP16 312 TFLOPS dense; NVLink 3 600 GB/s total; PCIe Gen4 64 GB/s total.
+A100_80GB = Hardware(
+    name="NVIDIA A100 80GB SXM",
+    peak_flop_per_s={"fp64": 9.7 * TB, "fp32": 19.5 * TB, "tf32": 156 * TB, "bf16": 312 * TB, "fp16": 312 * TB},
+    memory_bandwidth_bytes_per_s=2.039 * TB,
+    memory_bytes=80 * GB,
+    interconnect_bytes_per_s={"NVLink 3": 300 * GB, "PCIe 4 x16": 32 * GB, "InfiniBand HDR 200G": 25 * GB},
+    source="NVIDIA A100 Tensor Core GPU datasheet (2021)",
+)
+
+# A generic 8-core desktop CPU with AVX2: 8 cores x 3.0 GHz x 2 FMA units x 8 fp32 lanes x 2 FLOP
+# = 768 GFLOP/s fp32 (half for fp64); dual-channel DDR4-3200: 2 x 25.6 GB/s = 51.2 GB/s.
+GENERIC_CPU = Hardware(
+    name="Generic 8-core AVX2 CPU",
+    peak_flop_per_s={"fp64": 384 * GB, "fp32": 768 * GB},
+    memory_bandwidth_bytes_per_s=51.2 * GB,
+    memory_bytes=32 * GiB,
+    source="derived: 8 cores x 3.0 GHz x 2 FMA x 8 lanes x 2 FLOP; DDR4-3200 dual channel",
+)
+
+PRESETS: dict[str, Hardware] = {hw.name: hw for hw in (H200, H100_SXM, A100_80GB, GENERIC_CPU)}
+
+
+def preset(name: str) -> Hardware:
+    """Look a preset up by name (``PRESETS`` lists them)."""
+    check_choice("name", name, PRESETS)
+    return PRESETS[name]
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """This machine's measured ceilings."""
+
+    hardware: Hardware  # measured figures in the same record shape as the presets
+    matmul_n: int
+    copy_bytes: int
+    backend: str
+
+    def summary(self) -> str:
+        hw = self.hardware
+        flops = ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in hw.peak_flop_per_s.items())
+        return (f"{hw.name}: matmul {flops} (n={self.matmul_n}); copy "
+                f"{hw.memory_bandwidth_bytes_per_s / 1e9:.3g} GB/s (read + write, {self.copy_bytes / 2**20:.0f} MiB)")
+
+
+@functools.lru_cache(maxsize=4)
+def probe(matmul_n: int | None = None, copy_mib: int | None = None) -> ProbeResult:
+    """Measure this machine: matmul FLOP/s (2n³ per product) and copy bandwidth (bytes read + written).
+
+    NumPy (BLAS) on a CPU, CuPy (cuBLAS, device copy) on a GPU; the median of timed runs after
+    warm-up. The result is cached for the session: call ``probe.cache_clear()`` to measure again.
+    """
+    from mlsys_lab import backend
+    from mlsys_lab.timing import benchmark
+
+    xp = backend.xp
+    gpu = backend.on_gpu
+    matmul_n = check_int("matmul_n", matmul_n if matmul_n is not None else (8192 if gpu else 1024), low=64)
+    copy_mib = check_int("copy_mib", copy_mib if copy_mib is not None else (1024 if gpu else 128), low=1)
+    dtypes = {"fp32": xp.float32, "fp16": xp.float16} if gpu else {"fp32": xp.float32, "fp64": xp.float64}
+    peaks = {}
+    for label, dtype in dtypes.items():
+        a = xp.ones((matmul_n, matmul_n), dtype=dtype)
+        b = xp.ones((matmul_n, matmul_n), dtype=dtype)
+        out = xp.empty_like(a)
+        timing = benchmark(lambda a=a, b=b, out=out: xp.matmul(a, b, out=out), warmup=2, repeat=5 if not gpu else 20)
+        peaks[label] = 2 * matmul_n**3 / timing.median
+    n_elements = copy_mib * 2**20 // 4
+    src = xp.ones(n_elements, dtype=xp.float32)
+    dst = xp.empty_like(src)
+    timing = benchmark(lambda: xp.copyto(dst, src), warmup=2, repeat=10)
+    bandwidth = 2 * src.nbytes / timing.median
+    measured = Hardware(
+        name=f"this machine ({backend.describe().split(' · ')[1].removeprefix('device: ')}, {backend.name})",
+        peak_flop_per_s=peaks,
+        memory_bandwidth_bytes_per_s=bandwidth,
+        memory_bytes=float("nan"),
+        source="measured by mlsys_lab.hardware.probe()",
+    )
+    return ProbeResult(measured, matmul_n, src.nbytes, backend.name)

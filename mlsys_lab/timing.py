@@ -1,0 +1,85 @@
+"""Timing that is honest on both backends.
+
+``benchmark(fn)`` runs ``fn`` a few times to warm up (JIT compilation, caches, clocks), then times
+``repeat`` runs: with CUDA events on the GPU stream when CuPy is the backend (host timers would time
+the kernel *launch*, not the kernel), with ``time.perf_counter`` on the CPU. Report the median: one
+slow run (a page fault, another process) moves the mean but not the median.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from mlsys_lab import backend
+from mlsys_lab.validation import check_int
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Times of ``repeat`` runs, in seconds."""
+
+    samples: tuple[float, ...]
+    device: str  # "gpu" (CUDA events) or "cpu" (perf_counter)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def min(self) -> float:  # noqa: A003  (mirrors the statistic's name)
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:  # noqa: A003
+        return max(self.samples)
+
+    def __str__(self) -> str:
+        return f"median {format_seconds(self.median)} (min {format_seconds(self.min)}, {len(self.samples)} runs)"
+
+
+def format_seconds(seconds: float) -> str:
+    """Format a duration with a sensible unit: 12.3 µs, 4.56 ms, 1.20 s."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def benchmark(fn: Callable[[], object], *, warmup: int = 3, repeat: int = 20, use_gpu: bool | None = None) -> Timing:
+    """Time ``fn()``: ``warmup`` untimed runs, then ``repeat`` timed runs.
+
+    ``use_gpu`` defaults to whether the backend is CuPy. On the GPU each run is bracketed by CUDA
+    events recorded on the current stream, so the time is the device's, not the host's.
+    """
+    check_int("warmup", warmup, low=0)
+    check_int("repeat", repeat, low=1)
+    gpu = backend.on_gpu if use_gpu is None else use_gpu
+    if gpu and not backend.on_gpu:
+        raise ValueError("use_gpu=True needs the CuPy backend; this session runs on NumPy")
+    for _ in range(warmup):
+        fn()
+    if gpu:
+        return Timing(tuple(_gpu_samples(fn, repeat)), "gpu")
+    backend.sync()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return Timing(tuple(samples), "cpu")
+
+
+def _gpu_samples(fn: Callable[[], object], repeat: int) -> list[float]:
+    cuda = backend.xp.cuda
+    start, stop = cuda.Event(), cuda.Event()
+    samples = []
+    for _ in range(repeat):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        samples.append(cuda.get_elapsed_time(start, stop) / 1e3)  # ms -> s
+    return samples

@@ -1,0 +1,78 @@
+"""Argument checks whose errors name the parameter and the allowed range.
+
+Every public function in the course validates its inputs with these helpers, so a learner who
+types ``tp=3`` for 32 heads reads ``tp must divide n_heads=32 (allowed: 1, 2, 4, 8, 16, 32); got 3``
+instead of a shape error ten frames deep. Widgets catch :class:`ValueError` and show its message.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Iterable
+
+
+def _range_text(low, high) -> str:
+    if low is not None and high is not None:
+        return f"between {low} and {high}"
+    if low is not None:
+        return f">= {low}"
+    if high is not None:
+        return f"<= {high}"
+    return "any value"
+
+
+def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
+    """Return ``value`` as an int, or raise ValueError naming ``name`` and the allowed range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer {_range_text(low, high)}; got {value!r}")
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be an integer {_range_text(low, high)}; got {value}")
+    return value
+
+
+def check_number(
+    name: str,
+    value,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+) -> float:
+    """Return ``value`` as a float in the range, or raise ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(float(value)):
+        raise ValueError(f"{name} must be a number {_range_text(low, high)}; got {value!r}")
+    value = float(value)
+    too_low = low is not None and (value < low or (not low_inclusive and value == low))
+    too_high = high is not None and (value > high or (not high_inclusive and value == high))
+    if too_low or too_high:
+        lo = "" if low is None else ("[" if low_inclusive else "(") + f"{low}"
+        hi = "" if high is None else f"{high}" + ("]" if high_inclusive else ")")
+        allowed = f"in {lo}, {hi}" if low is not None and high is not None else _range_text(low, high)
+        raise ValueError(f"{name} must be a number {allowed}; got {value:g}")
+    return value
+
+
+def check_positive(name: str, value) -> float:
+    """A strictly positive number (sizes, bandwidths, times)."""
+    return check_number(name, value, low=0.0, low_inclusive=False)
+
+
+def check_choice(name: str, value, choices: Iterable) -> object:
+    """``value`` must be one of ``choices``."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def check_divides(name: str, value: int, *, of_name: str, of_value: int) -> int:
+    """``value`` must divide ``of_value`` (e.g. tensor-parallel degree and head count)."""
+    value = check_int(name, value, low=1)
+    if of_value % value:
+        divisors = [d for d in range(1, of_value + 1) if of_value % d == 0]
+        shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
+        raise ValueError(f"{name} must divide {of_name}={of_value} (allowed: {shown}); got {value}")
+    return value

@@ -1,0 +1,1 @@
+"""Explorers: one module per lesson, each built on :class:`mlsys_lab.widgets.base.Explorer`."""

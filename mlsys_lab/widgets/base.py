@@ -1,0 +1,151 @@
+"""The pattern every lesson's explorer follows.
+
+An explorer is three things kept apart (the jupyter-widgets tutorial's advice):
+
+* **layout**: controls, a readout table, a message line and one image, built once;
+* **a pure computation**: :meth:`Explorer.compute` calls library functions and returns a result;
+* **drawing**: :meth:`Explorer.draw` builds the figure's artists once, :meth:`Explorer.redraw`
+  only moves them (``set_data``, ``set_height``), and the figure is re-rendered into the same
+  ``ipywidgets.Image``. Nothing piles up, nothing flickers, nothing prints to the cell's stdout.
+
+A bad value (a ``ValueError`` from the validation helpers) shows its message in place; the last good
+picture stays and the controls keep working. Tests drive an explorer headless::
+
+    ex = TensorParallelExplorer()
+    ex.set(tp=3)            # set several controls, then update once
+    ex.error                # "tp must divide n_heads=32 (allowed: ...); got 3"
+    ex.readout["bytes"]     # what the readout shows, as text
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from typing import Any
+
+import ipywidgets as widgets
+from matplotlib.figure import Figure
+
+
+class Explorer:
+    """Base class: subclasses define controls, compute, draw, redraw and readout_of."""
+
+    figsize: tuple[float, float] = (6.4, 3.6)
+    dpi: int = 80
+
+    def __init__(self) -> None:
+        self.controls: dict[str, widgets.ValueWidget] = self.make_controls()
+        self.message = widgets.HTML(layout=widgets.Layout(min_height="1.5em"))
+        self.readout_html = widgets.HTML()
+        self.image = widgets.Image(format="png")
+        self.figure = Figure(figsize=self.figsize, dpi=self.dpi, layout="constrained")
+        self.draw(self.figure)
+        self.error: str | None = None
+        self.result: Any = None
+        self.readout: dict[str, str] = {}
+        self._holding = False
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        self.update()
+
+    # --- to override -------------------------------------------------------------------------
+    def make_controls(self) -> dict[str, widgets.ValueWidget]:
+        raise NotImplementedError
+
+    def compute(self, **values) -> Any:
+        """Pure: control values in, result out. May raise ValueError with a learner-facing message."""
+        raise NotImplementedError
+
+    def draw(self, figure: Figure) -> None:
+        """Build the axes and artists once."""
+
+    def redraw(self, result: Any) -> None:
+        """Move the artists built in :meth:`draw` to show ``result``."""
+
+    def readout_of(self, result: Any) -> dict[str, str]:
+        """The numbers to show beside the plot, already formatted."""
+        return {}
+
+    # --- machinery ---------------------------------------------------------------------------
+    @property
+    def values(self) -> dict[str, Any]:
+        return {name: control.value for name, control in self.controls.items()}
+
+    def set(self, **values: Any) -> Any:
+        """Set several controls, then update once; returns the result (None on a bad value)."""
+        unknown = set(values) - set(self.controls)
+        if unknown:
+            raise ValueError(f"unknown control(s) {sorted(unknown)}; this explorer has {sorted(self.controls)}")
+        self._holding = True
+        try:
+            for name, value in values.items():
+                self.controls[name].value = value
+        finally:
+            self._holding = False
+        return self.update()
+
+    def _on_change(self, _change: dict) -> None:
+        if not self._holding:
+            self.update()
+
+    def update(self) -> Any:
+        """Recompute from the controls and refresh the readout and the picture."""
+        try:
+            result = self.compute(**self.values)
+        except ValueError as exc:
+            return self._show_error(str(exc))
+        except Exception as exc:  # keep the widget alive whatever happens, and say what it was
+            return self._show_error(f"{type(exc).__name__}: {exc}")
+        self.error, self.result = None, result
+        self.message.value = ""
+        self.redraw(result)
+        self.readout = self.readout_of(result)
+        self.readout_html.value = _table(self.readout)
+        self.image.value = self.render_png()
+        return result
+
+    def _show_error(self, text: str) -> None:
+        self.error = text
+        self.message.value = f'<span style="color:#b00020">⚠ {html.escape(text)}</span>'
+        return None
+
+    def render_png(self) -> bytes:
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png", dpi=self.dpi)
+        return buffer.getvalue()
+
+    def widget(self) -> widgets.Widget:
+        controls = widgets.VBox(list(self.controls.values()))
+        side = widgets.VBox([controls, self.readout_html], layout=widgets.Layout(min_width="320px"))
+        return widgets.VBox([widgets.HBox([side, self.image]), self.message])
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget())
+
+
+def _table(rows: dict[str, str]) -> str:
+    cells = "".join(
+        f"<tr><td style='padding-right:1em'>{html.escape(k)}</td><td><b>{html.escape(v)}</b></td></tr>"
+        for k, v in rows.items()
+    )
+    return f"<table>{cells}</table>"
+
+
+def slider(description: str, value: float, low: float, high: float, step: float | None = None, **kw):
+    """An IntSlider when every bound is an int, else a FloatSlider; labels get room to breathe."""
+    style = {"description_width": "initial"}
+    if all(isinstance(v, int) for v in (value, low, high)) and (step is None or isinstance(step, int)):
+        return widgets.IntSlider(value=value, min=low, max=high, step=step or 1, description=description,
+                                 style=style, **kw)
+    return widgets.FloatSlider(value=value, min=low, max=high, step=step or (high - low) / 100,
+                               description=description, style=style, **kw)
+
+
+def log_slider(description: str, value: float, low: float, high: float, **kw):
+    """A slider over powers of ten (FloatLogSlider), for sizes and rates spanning decades."""
+    import math
+
+    return widgets.FloatLogSlider(value=value, base=10, min=math.log10(low), max=math.log10(high), step=0.05,
+                                  description=description, style={"description_width": "initial"}, **kw)
