@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import check_choice, check_int, check_number, check_positive
 
 TB = 1e12
 GB = 1e9
@@ -145,3 +145,16 @@ def probe(matmul_n: int | None = None, copy_mib: int | None = None) -> ProbeResu
         source="measured by mlsys_lab.hardware.probe()",
     )
     return ProbeResult(measured, matmul_n, src.nbytes, backend.name)
+
+
+def transfer_seconds(n_bytes: float, bandwidth_bytes_per_s: float, latency_s: float = 0.0) -> float:
+    """Time to move ``n_bytes`` over a link: latency + n_bytes / bandwidth (the α-β model)."""
+    n_bytes = check_number("n_bytes", n_bytes, low=0)
+    bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    latency_s = check_number("latency_s", latency_s, low=0)
+    return latency_s + n_bytes / bandwidth_bytes_per_s
+
+
+def links_of(hw: Hardware) -> dict[str, float]:
+    """Every data path of ``hw`` with its bandwidth (bytes/s): memory first, then interconnects."""
+    return {"memory (HBM/DRAM)": hw.memory_bandwidth_bytes_per_s, **hw.interconnect_bytes_per_s}

@@ -50,7 +50,12 @@ def check_number(
     if too_low or too_high:
         lo = "" if low is None else ("[" if low_inclusive else "(") + f"{low}"
         hi = "" if high is None else f"{high}" + ("]" if high_inclusive else ")")
-        allowed = f"in {lo}, {hi}" if low is not None and high is not None else _range_text(low, high)
+        if low is not None and high is not None:
+            allowed = f"in {lo}, {hi}"
+        elif low is not None:
+            allowed = f"{'>=' if low_inclusive else '>'} {low}"
+        else:
+            allowed = f"{'<=' if high_inclusive else '<'} {high}"
         raise ValueError(f"{name} must be a number {allowed}; got {value:g}")
     return value
 

@@ -1,0 +1,1 @@
+"""Collectives: simulated ranks, cost models, topologies, real runs over MPI and NCCL."""

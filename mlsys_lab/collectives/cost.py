@@ -1,0 +1,209 @@
+"""The α-β (latency-bandwidth) cost model of collectives.
+
+Sending m bytes costs α + β·m (Hockney 1994): α is the start-up latency in seconds, β the seconds per
+byte (1 / link bandwidth). Every all-reduce algorithm here costs ``a·α + b·n·β`` for n bytes on p
+ranks; :func:`allreduce_coefficients` gives (a, b), following Thakur, Rabenseifner & Gropp,
+"Optimization of Collective Communication Operations in MPICH" (IJHPCA 2005):
+
+=================  ===================  =====================  ==========================
+algorithm          a (latency terms)    b (bytes per n)        note
+=================  ===================  =====================  ==========================
+naive              2(p−1)               2(p−1)                 gather to rank 0 + send back
+ring               2(p−1)               2(p−1)/p               bandwidth-optimal
+tree (binomial)    2⌈log2 p⌉            2⌈log2 p⌉              reduce + broadcast
+halving_doubling   2·log2 p'            2(p'−1)/p'             Rabenseifner; p' = 2^⌊log2 p⌋,
+                   (+2 if p ≠ p')       (+2 if p ≠ p')         extra ranks fold in and out
+=================  ===================  =====================  ==========================
+
+They are exactly the rounds that :mod:`mlsys_lab.collectives.simulate` counts (tests check this).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mlsys_lab.validation import check_choice, check_int, check_number, check_positive
+
+ALGORITHMS = ("naive", "ring", "tree", "halving_doubling")
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
+
+
+def _ceil_log2(p: int) -> int:
+    return (p - 1).bit_length()
+
+
+def allreduce_coefficients(algorithm: str, n_ranks: int) -> tuple[float, float]:
+    """(a, b) such that an all-reduce of n bytes costs a·α + b·n·β (table in the module docstring)."""
+    check_choice("algorithm", algorithm, ALGORITHMS)
+    p = check_int("n_ranks", n_ranks, low=1)
+    if p == 1:
+        return 0.0, 0.0
+    if algorithm == "naive":
+        return 2.0 * (p - 1), 2.0 * (p - 1)
+    if algorithm == "ring":
+        return 2.0 * (p - 1), 2.0 * (p - 1) / p
+    if algorithm == "tree":
+        return 2.0 * _ceil_log2(p), 2.0 * _ceil_log2(p)
+    p2 = 1 << (p.bit_length() - 1)
+    fold = 2.0 if p2 != p else 0.0
+    return 2.0 * math.log2(p2) + fold, 2.0 * (p2 - 1) / p2 + fold
+
+
+def allreduce_time(algorithm: str, n_bytes, n_ranks: int, alpha: float, beta: float):
+    """Seconds to all-reduce ``n_bytes`` (scalar or array) on ``n_ranks``: a·α + b·n_bytes·β.
+
+    ``alpha`` in seconds, ``beta`` in seconds per byte (1 / bandwidth_bytes_per_s).
+    """
+    check_number("alpha", alpha, low=0)
+    check_number("beta", beta, low=0)
+    n_bytes = _check_bytes(n_bytes)
+    a, b = allreduce_coefficients(algorithm, n_ranks)
+    return a * alpha + b * n_bytes * beta
+
+
+def collective_time(collective: str, n_bytes, n_ranks: int, alpha: float, beta: float):
+    """Seconds for one collective of ``n_bytes`` per rank (the full vector) with the ring or tree schedule.
+
+    reduce_scatter, all_gather: (p−1)(α + n/p·β) (ring); broadcast, reduce: ⌈log2 p⌉(α + n·β)
+    (binomial tree); all_to_all: (p−1)(α + n/p·β) (pairwise exchange); all_reduce: the ring.
+    """
+    check_choice("collective", collective, COLLECTIVES)
+    check_number("alpha", alpha, low=0)
+    check_number("beta", beta, low=0)
+    n_bytes = _check_bytes(n_bytes)
+    p = check_int("n_ranks", n_ranks, low=1)
+    if collective == "all_reduce":
+        return allreduce_time("ring", n_bytes, p, alpha, beta)
+    if collective in ("broadcast", "reduce"):
+        return _ceil_log2(p) * (alpha + n_bytes * beta)
+    return (p - 1) * (alpha + n_bytes / p * beta)
+
+
+def _check_bytes(n_bytes):
+    array = np.asarray(n_bytes, dtype=float)
+    if np.any(~np.isfinite(array)) or np.any(array < 0):
+        raise ValueError(f"n_bytes must be >= 0 and finite; got {n_bytes!r}")
+    return array if array.ndim else float(array)
+
+
+# --- what NCCL reports ------------------------------------------------------------------------------
+BUS_FACTOR = {  # nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor
+    "all_reduce": lambda p: 2 * (p - 1) / p,
+    "reduce_scatter": lambda p: (p - 1) / p,
+    "all_gather": lambda p: (p - 1) / p,
+    "all_to_all": lambda p: (p - 1) / p,
+    "broadcast": lambda p: 1.0,
+    "reduce": lambda p: 1.0,
+}
+
+
+def algorithm_bandwidth(n_bytes, seconds):
+    """algbw = n_bytes / seconds (bytes per second): the size of the vector over the time."""
+    check_positive("seconds", float(np.min(seconds)))
+    return _check_bytes(n_bytes) / np.asarray(seconds, dtype=float)
+
+
+def bus_bandwidth(collective: str, n_bytes, seconds, n_ranks: int):
+    """busbw = algbw × factor (nccl-tests): the per-link rate, comparable to the hardware peak.
+
+    all_reduce: 2(p−1)/p; reduce_scatter, all_gather, all_to_all: (p−1)/p; broadcast, reduce: 1.
+    """
+    check_choice("collective", collective, BUS_FACTOR)
+    p = check_int("n_ranks", n_ranks, low=1)
+    return algorithm_bandwidth(n_bytes, seconds) * BUS_FACTOR[collective](p)
+
+
+# --- crossovers -----------------------------------------------------------------------------------------
+def crossover_bytes(algorithm_a: str, algorithm_b: str, n_ranks: int, alpha: float, beta: float) -> float:
+    """The message size where two all-reduce algorithms take the same time (nan if they never cross).
+
+    a_A·α + b_A·n·β = a_B·α + b_B·n·β  ⇒  n* = (a_B − a_A)·α / ((b_A − b_B)·β).
+    """
+    check_positive("alpha", alpha)
+    check_positive("beta", beta)
+    a1, b1 = allreduce_coefficients(algorithm_a, n_ranks)
+    a2, b2 = allreduce_coefficients(algorithm_b, n_ranks)
+    if b1 == b2:
+        return float("nan")
+    n_star = (a2 - a1) * alpha / ((b1 - b2) * beta)
+    return float(n_star) if n_star > 0 else float("nan")
+
+
+def latency_bandwidth_balance_bytes(algorithm: str, n_ranks: int, alpha: float, beta: float) -> float:
+    """The size where the latency term a·α equals the bandwidth term b·n·β: below it, latency-bound.
+
+    For the ring: n½ = 2(p−1)α / (2(p−1)/p·β) = p·α/β, which grows with the rank count.
+    """
+    check_positive("alpha", alpha)
+    check_positive("beta", beta)
+    a, b = allreduce_coefficients(algorithm, n_ranks)
+    return a * alpha / (b * beta) if b else float("nan")
+
+
+def best_algorithm(n_bytes: float, n_ranks: int, alpha: float, beta: float) -> str:
+    """The all-reduce algorithm with the smallest α-β time for this size."""
+    times = {name: float(allreduce_time(name, n_bytes, n_ranks, alpha, beta)) for name in ALGORITHMS}
+    return min(times, key=times.get)
+
+
+def fit_alpha_beta(n_bytes, seconds, algorithm: str = "ring", n_ranks: int = 2) -> tuple[float, float]:
+    """Least-squares α and β from measured times: seconds ≈ a·α + b·n_bytes·β.
+
+    Fits relative error (each row divided by its time) so that small and large messages weigh the
+    same; returns (alpha_seconds, beta_seconds_per_byte).
+    """
+    n_bytes = np.atleast_1d(_check_bytes(n_bytes))
+    seconds = np.atleast_1d(np.asarray(seconds, dtype=float))
+    if n_bytes.shape != seconds.shape or n_bytes.size < 2:
+        raise ValueError(f"n_bytes and seconds must be equal-length arrays of >= 2 points; got {n_bytes.shape} "
+                         f"and {seconds.shape}")
+    check_positive("seconds", float(seconds.min()))
+    a, b = allreduce_coefficients(algorithm, n_ranks)
+    design = np.stack([np.full_like(n_bytes, a), b * n_bytes], axis=1) / seconds[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, np.ones_like(seconds), rcond=None)
+    return float(max(alpha, 0.0)), float(max(beta, 0.0))
+
+
+# --- two-level (hierarchical) collectives ----------------------------------------------------------------
+def hierarchical_allreduce_time(n_bytes, n_nodes: int, gpus_per_node: int, alpha_intra: float,
+                                beta_intra: float, alpha_inter: float, beta_inter: float):
+    """Reduce-scatter inside each node, ring all-reduce of n/g across nodes, all-gather inside the node.
+
+    t = 2(g−1)(α_i + n/g·β_i) + 2(N−1)(α_x + n/(gN)·β_x): each inter-node ring carries only 1/g of
+    the vector, and g such rings (one per local GPU) run in parallel on g NICs.
+    """
+    n_bytes = _check_bytes(n_bytes)
+    nodes = check_int("n_nodes", n_nodes, low=1)
+    g = check_int("gpus_per_node", gpus_per_node, low=1)
+    intra = 2 * (g - 1) * (alpha_intra + n_bytes / g * beta_intra)
+    return intra + allreduce_time("ring", n_bytes / g, nodes, alpha_inter, beta_inter)
+
+
+def flat_ring_allreduce_time(n_bytes, n_nodes: int, gpus_per_node: int, alpha_inter: float, beta_inter: float):
+    """One ring over all N·g GPUs, every step paced by the slowest (inter-node) link."""
+    p = check_int("n_nodes", n_nodes, low=1) * check_int("gpus_per_node", gpus_per_node, low=1)
+    return allreduce_time("ring", n_bytes, p, alpha_inter, beta_inter)
+
+
+def flat_alltoall_time(n_bytes, n_nodes: int, gpus_per_node: int, alpha_intra: float, beta_intra: float,
+                       alpha_inter: float, beta_inter: float):
+    """Pairwise all-to-all over P = N·g GPUs: g−1 rounds on NVLink, P−g rounds across nodes, n/P bytes each."""
+    n_bytes = _check_bytes(n_bytes)
+    g = check_int("gpus_per_node", gpus_per_node, low=1)
+    p = check_int("n_nodes", n_nodes, low=1) * g
+    return (g - 1) * (alpha_intra + n_bytes / p * beta_intra) + (p - g) * (alpha_inter + n_bytes / p * beta_inter)
+
+
+def hierarchical_alltoall_time(n_bytes, n_nodes: int, gpus_per_node: int, alpha_intra: float,
+                               beta_intra: float, alpha_inter: float, beta_inter: float):
+    """Two-level all-to-all: gather inside the node by destination, then one exchange per remote node.
+
+    Phase 1 (NVLink): g−1 rounds of n/g bytes; phase 2 (InfiniBand): N−1 rounds of n/N bytes between
+    GPUs with the same local index. Inter-node start-ups drop from P−g to N−1.
+    """
+    n_bytes = _check_bytes(n_bytes)
+    nodes = check_int("n_nodes", n_nodes, low=1)
+    g = check_int("gpus_per_node", gpus_per_node, low=1)
+    return (g - 1) * (alpha_intra + n_bytes / g * beta_intra) + (nodes - 1) * (alpha_inter + n_bytes / nodes * beta_inter)

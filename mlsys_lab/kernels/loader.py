@@ -1,0 +1,83 @@
+"""Compile the ``.cu`` files next to this module with ``cupy.RawModule``, once per process.
+
+    from mlsys_lab.kernels.loader import kernel
+    add = kernel("memory_global.cu", "copy_float4")      # a cupy.RawKernel
+    add((blocks,), (threads,), (x, y, n))
+
+Kernels are declared ``extern "C"`` so that their names are not mangled. Compile-time constants
+(tile sizes, unroll factors) come in as ``defines`` and become ``-D`` options: each distinct set is
+compiled once and cached. CuPy is reached only through :data:`mlsys_lab.backend.xp`; on a machine
+without a usable GPU every entry point raises :class:`GPUUnavailable` with the reason, so a lesson
+can fall back to its NumPy reference.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from mlsys_lab import backend
+
+KERNEL_DIR = Path(__file__).resolve().parent
+DEFAULT_OPTIONS = ("-std=c++17",)
+
+
+class GPUUnavailable(RuntimeError):
+    """A CUDA kernel was asked for on a machine where the backend is NumPy."""
+
+
+def require_gpu(what: str = "this kernel") -> None:
+    """Raise :class:`GPUUnavailable`, saying why, unless the CuPy backend is active."""
+    if not backend.on_gpu:
+        raise GPUUnavailable(f"{what} needs a CUDA GPU, but {backend.describe()}. "
+                             "Use the NumPy reference, or the figures recorded on a GPU in mlsys_lab/data/.")
+
+
+def source_path(file_name: str) -> Path:
+    """Path of a ``.cu`` file in this folder; ValueError listing the files when it is not there."""
+    path = KERNEL_DIR / file_name
+    if path.suffix != ".cu" or not path.is_file():
+        available = ", ".join(sorted(p.name for p in KERNEL_DIR.glob("*.cu")))
+        raise ValueError(f"file_name must be one of the kernel sources ({available}); got {file_name!r}")
+    return path
+
+
+def read_source(file_name: str) -> str:
+    """The CUDA source text of ``file_name``."""
+    return source_path(file_name).read_text()
+
+
+def define_options(defines: dict[str, int | float | str] | None) -> tuple[str, ...]:
+    """``{"BM": 128}`` -> ``("-DBM=128",)``, sorted so equal sets give equal cache keys."""
+    return tuple(f"-D{key}={value}" for key, value in sorted((defines or {}).items()))
+
+
+@functools.lru_cache(maxsize=None)
+def _module(file_name: str, options: tuple[str, ...], name_expressions: tuple[str, ...]):
+    return backend.xp.RawModule(code=read_source(file_name), options=DEFAULT_OPTIONS + options,
+                                name_expressions=name_expressions or None)
+
+
+def module(file_name: str, defines: dict | None = None, options: tuple[str, ...] = (),
+           name_expressions: tuple[str, ...] = ()):
+    """The compiled ``cupy.RawModule`` of ``file_name`` with ``defines`` and extra compiler ``options``.
+
+    ``name_expressions`` lists template instantiations to compile, e.g. ``("sgemm_2d<128, 128, 8, 8, 8>",)``.
+    """
+    require_gpu(file_name)
+    options = define_options(defines) + tuple(options)
+    return _module(source_path(file_name).name, options, tuple(name_expressions))
+
+
+def kernel(file_name: str, kernel_name: str, defines: dict | None = None, options: tuple[str, ...] = ()):
+    """One ``cupy.RawKernel`` from ``file_name`` (compiled on first use, then cached).
+
+    ``kernel_name`` is an ``extern "C"`` name or a template instantiation: ``"sgemm_2d<128, 128, 8, 8, 8>"``.
+    """
+    names = (kernel_name,) if "<" in kernel_name else ()
+    return module(file_name, defines, options, names).get_function(kernel_name)
+
+
+def blocks_for(n_items: int, per_block: int) -> int:
+    """Number of blocks that cover ``n_items`` with ``per_block`` items each: ceil(n / per_block)."""
+    return (n_items + per_block - 1) // per_block

@@ -1,0 +1,131 @@
+"""Single-loop transformations as numba kernels: unrolling, vectorization, peeling, parallelization, fusion.
+
+Each pair computes the same thing; only the loop's shape changes. Arrays are float64, 1-D unless
+the name says 2-D. The notebook times each pair and reads the vector instructions in the assembly.
+"""
+
+from __future__ import annotations
+
+import re
+
+from numba import njit, prange
+
+
+@njit(cache=True)
+def sum_naive(x):
+    """One accumulator: each add waits for the previous one (a ~3-4 cycle latency chain), no SIMD."""
+    acc = 0.0
+    for i in range(x.size):
+        acc += x[i]
+    return acc
+
+
+@njit(cache=True)
+def sum_unrolled(x):
+    """Unrolled by 8 with 8 accumulators: 8 independent chains keep the adder busy (ILP).
+
+    Reassociating the sum changes rounding slightly: the compiler may not do this on its own.
+    """
+    n = x.size
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+    main = n - n % 8
+    for i in range(0, main, 8):
+        a0 += x[i]
+        a1 += x[i + 1]
+        a2 += x[i + 2]
+        a3 += x[i + 3]
+        a4 += x[i + 4]
+        a5 += x[i + 5]
+        a6 += x[i + 6]
+        a7 += x[i + 7]
+    for i in range(main, n):  # the remainder, peeled off
+        a0 += x[i]
+    return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+
+
+@njit(fastmath=True, cache=True)
+def sum_vectorized(x):
+    """The naive loop with reassociation allowed (fastmath): LLVM emits SIMD adds, several vectors wide."""
+    acc = 0.0
+    for i in range(x.size):
+        acc += x[i]
+    return acc
+
+
+@njit(cache=True)
+def smooth_branchy(x, out):
+    """3-point average with the boundary tested inside the loop (clamped ends)."""
+    n = x.size
+    for i in range(n):
+        if i == 0:
+            out[i] = (2.0 * x[0] + x[1]) / 3.0
+        elif i == n - 1:
+            out[i] = (x[n - 2] + 2.0 * x[n - 1]) / 3.0
+        else:
+            out[i] = (x[i - 1] + x[i] + x[i + 1]) / 3.0
+    return out
+
+
+@njit(cache=True)
+def smooth_peeled(x, out):
+    """The same average with the two boundary iterations peeled off: the main loop has no branch."""
+    n = x.size
+    out[0] = (2.0 * x[0] + x[1]) / 3.0
+    interior_in = x[1:n - 1]
+    left = x[0:n - 2]
+    right = x[2:n]
+    interior_out = out[1:n - 1]
+    for i in range(n - 2):
+        interior_out[i] = (left[i] + interior_in[i] + right[i]) / 3.0
+    out[n - 1] = (x[n - 2] + 2.0 * x[n - 1]) / 3.0
+    return out
+
+
+@njit(cache=True)
+def jacobi_serial(u, out):
+    """One Jacobi step of the 2-D 5-point stencil on the interior, rows one after another."""
+    rows, cols = u.shape
+    for i in range(1, rows - 1):
+        for j in range(1, cols - 1):
+            out[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+    return out
+
+
+@njit(parallel=True, cache=True)
+def jacobi_parallel(u, out):
+    """The same step with rows spread over cores (prange): no iteration reads what another writes."""
+    rows, cols = u.shape
+    for i in prange(1, rows - 1):
+        for j in range(1, cols - 1):
+            out[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+    return out
+
+
+@njit(cache=True)
+def affine_relu_unfused(x, scale, shift, tmp, out):
+    """Two loops: y = scale * x + shift written to memory, then relu(y) read back: 4 passes over memory."""
+    for i in range(x.size):
+        tmp[i] = scale * x[i] + shift
+    for i in range(x.size):
+        out[i] = max(tmp[i], 0.0)
+    return out
+
+
+@njit(cache=True)
+def affine_relu_fused(x, scale, shift, tmp, out):
+    """One loop: y stays in a register: 2 passes (read x, write out). ``tmp`` is unused."""
+    for i in range(x.size):
+        out[i] = max(scale * x[i] + shift, 0.0)
+    return out
+
+
+def vector_instructions(dispatcher, pattern: str = r"\bv(add|fmadd\w*|mul)pd\s+%?([xyz]mm)") -> dict[str, int]:
+    """Count packed-double SIMD instructions in a compiled numba function's assembly, by register width.
+
+    xmm = 128-bit (2 doubles), ymm = 256-bit (4), zmm = 512-bit (8). Call the function once first.
+    """
+    counts: dict[str, int] = {"xmm": 0, "ymm": 0, "zmm": 0}
+    for asm in dispatcher.inspect_asm().values():
+        for match in re.finditer(pattern, asm):
+            counts[match.group(2)] += 1
+    return counts

@@ -1,0 +1,169 @@
+"""Memory accounting for training (内存使用): what a step keeps, predicted from shapes and measured.
+
+Per parameter, a training step keeps the weights, their gradients and the optimizer's state:
+
+=================  =======  =========  ==================  ===============  ========
+recipe             weights  gradients  master (fp32) copy  optimizer state  total
+=================  =======  =========  ==================  ===============  ========
+fp32 + Adam        4        4          —                   8 (m, v)         16
+mixed + Adam       2        2          4                   8 (m, v)         16
+fp32 + SGD         4        4          —                   0                8
+=================  =======  =========  ==================  ===============  ========
+
+Mixed precision (Micikevicius et al. 2018) keeps fp16/bf16 weights and gradients for the math and an
+fp32 master copy for the update: 2 + 2 + 12 = 16 bytes, the same as fp32 Adam (ZeRO, Rajbhandari et
+al. 2020, §3.1). It saves activation memory and time, not optimizer memory. Activations are the
+other term: for a transformer layer, Korthikanti et al. 2022 (eq. 2) count s·b·h·(34 + 5·a·s/h)
+bytes with 16-bit activations.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from mlsys_lab import backend
+from mlsys_lab.validation import check_choice, check_int
+
+PRECISIONS = ("fp32", "mixed")
+OPTIMIZERS = ("adam", "sgd", "sgd_momentum")
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes of each kind of training state."""
+
+    weights: float
+    gradients: float
+    master_weights: float
+    optimizer_state: float
+    activations: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.master_weights + self.optimizer_state + self.activations
+
+    def as_dict(self) -> dict[str, float]:
+        return {"weights": self.weights, "gradients": self.gradients, "master weights": self.master_weights,
+                "optimizer state": self.optimizer_state, "activations": self.activations}
+
+
+def training_memory_bytes(n_params: int, precision: str = "fp32", optimizer: str = "adam",
+                          activation_bytes: float = 0.0) -> MemoryBreakdown:
+    """Bytes of weights, gradients, fp32 master weights and optimizer state for ``n_params`` parameters.
+
+    precision: "fp32" (4-byte weights and gradients) or "mixed" (2-byte weights and gradients plus a
+    4-byte master copy). optimizer: "adam" (m and v, 4 bytes each), "sgd" (none), "sgd_momentum" (4).
+    """
+    n = check_int("n_params", n_params, low=0)
+    check_choice("precision", precision, PRECISIONS)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    low = 4 if precision == "fp32" else 2
+    state_per_param = {"adam": 8, "sgd": 0, "sgd_momentum": 4}[optimizer]
+    master = 0 if precision == "fp32" else 4
+    return MemoryBreakdown(weights=n * low, gradients=n * low, master_weights=n * master,
+                           optimizer_state=n * state_per_param, activations=float(activation_bytes))
+
+
+def transformer_params(n_layers: int, hidden: int, vocab: int) -> int:
+    """12·L·h² + 13·L·h + V·h: attention (4h² + 4h), MLP with 4h (8h² + 5h), two LayerNorms (4h), embedding."""
+    L = check_int("n_layers", n_layers, low=1)
+    h = check_int("hidden", hidden, low=1)
+    V = check_int("vocab", vocab, low=1)
+    return 12 * L * h * h + 13 * L * h + V * h
+
+
+def transformer_layer_activation_bytes(batch: int, seq: int, hidden: int, n_heads: int,
+                                       recompute: str = "none") -> float:
+    """Activation bytes one transformer layer keeps for backward (Korthikanti et al. 2022, §4).
+
+    16-bit activations, 1-byte dropout masks, no tensor parallelism:
+      none:      s·b·h·(34 + 5·a·s/h)   (attention 11sbh + 5as²b, MLP 19sbh, 2 LayerNorms 4sbh)
+      selective: s·b·h·34               (recompute the a·s² attention scores and softmax)
+      full:      s·b·h·2                (keep only the layer's input; recompute the whole layer)
+    """
+    s = check_int("seq", seq, low=1)
+    b = check_int("batch", batch, low=1)
+    h = check_int("hidden", hidden, low=1)
+    a = check_int("n_heads", n_heads, low=1)
+    check_choice("recompute", recompute, RECOMPUTE)
+    if recompute == "full":
+        return 2.0 * s * b * h
+    if recompute == "selective":
+        return 34.0 * s * b * h
+    return s * b * h * (34.0 + 5.0 * a * s / h)
+
+
+def mlp_step_bytes(d_in: int, width: int, n_blocks: int, n_classes: int, batch: int, *, expansion: int = 4,
+                   optimizer: str = "adam", bytes_per_value: int = 4) -> MemoryBreakdown:
+    """Prediction, from shapes alone, of what a training step of ``training.MLP`` keeps (fp32).
+
+    Parameters: stem d_in·d + d, blocks n·(2·e·d² + e·d), head d·C + C. Activations kept for
+    backward: the input (B·d_in), per block its input and tanh output (B·d·(1 + e)), the head's
+    input (B·d) and the softmax probabilities (B·C).
+    """
+    for name, value in (("d_in", d_in), ("width", width), ("n_classes", n_classes), ("batch", batch),
+                        ("expansion", expansion)):
+        check_int(name, value, low=1)
+    check_int("n_blocks", n_blocks, low=0)
+    d, e, B = width, expansion, batch
+    n_params = d_in * d + d + n_blocks * (2 * e * d * d + e * d) + d * n_classes + n_classes
+    activations = B * (d_in + n_blocks * d * (1 + e) + d + n_classes) * bytes_per_value
+    return training_memory_bytes(n_params, "fp32", optimizer, activation_bytes=activations)
+
+
+def measure_peak_bytes(fn: Callable[[], Any]) -> tuple[Any, int, int]:
+    """Run ``fn()``; return (result, peak bytes allocated during it, bytes still allocated after it).
+
+    Both are relative to what was allocated before the call. On NumPy, tracemalloc sees every array
+    allocation (NumPy reports them to it); on CuPy, a memory-pool hook counts device allocations.
+    """
+    if backend.on_gpu:
+        return _measure_gpu(fn)
+    started_here = not tracemalloc.is_tracing()
+    if started_here:
+        tracemalloc.start()
+    try:
+        base, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        result = fn()
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        if started_here:
+            tracemalloc.stop()
+    return result, peak - base, current - base
+
+
+def _measure_gpu(fn: Callable[[], Any]) -> tuple[Any, int, int]:
+    cuda = backend.xp.cuda
+
+    class PeakHook(cuda.MemoryHook):
+        name = "mlsys_lab_peak"
+
+        def __init__(self) -> None:
+            self.live = 0
+            self.peak = 0
+
+        def malloc_postprocess(self, device_id, size, mem_size, mem_ptr, pmem_id):  # noqa: ARG002
+            self.live += mem_size
+            self.peak = max(self.peak, self.live)
+
+        def free_postprocess(self, device_id, mem_size, mem_ptr, pmem_id):  # noqa: ARG002
+            self.live -= mem_size
+
+    hook = PeakHook()
+    backend.sync()
+    with hook:
+        result = fn()
+        backend.sync()
+    return result, hook.peak, hook.live
+
+
+def format_bytes(n_bytes: float) -> str:
+    """Human units, powers of 1000 (as GPU datasheets count): 1.5 GB, 230 MB, 12 kB."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n_bytes) >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes:.0f} B"

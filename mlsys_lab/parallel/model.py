@@ -1,0 +1,214 @@
+"""The single-device reference: a small pre-norm transformer block with a hand-written backward.
+
+Every parallel strategy in this package is checked against these functions. One block is
+
+    h   = x + Attn(RMSNorm(x; g1))                                   x, h, out: (b, s, d)
+    out = h + MLP(RMSNorm(h; g2)),   MLP(u) = GeLU(u W1) W2          W1: (d, f), W2: (f, d)
+
+with causal multi-head attention ``Attn(u) = concat_heads(softmax(q kᵀ/√d_h + mask) v) Wo``,
+``q = u Wq`` etc. (Vaswani et al. 2017), RMSNorm (Zhang & Sennrich 2019) and the tanh GeLU
+(Hendrycks & Gimpel 2016). Biases are left out: Megatron adds a row-parallel layer's bias once,
+after its all-reduce, which changes no communication. Parameters are a dict of arrays; a model is
+a list of such dicts. Functions return ``(output, cache)`` and the matching ``*_backward`` takes
+the cache, so sharded versions can call the very same code on their shards.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlsys_lab.backend import xp
+from mlsys_lab.validation import check_divides, check_int
+
+GELU_C = math.sqrt(2.0 / math.pi)
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """Sizes of one block: model width d, heads h (head size d/h) and MLP width f."""
+
+    d_model: int = 16
+    n_heads: int = 4
+    d_ff: int = 64
+
+    def __post_init__(self) -> None:
+        check_int("d_model", self.d_model, low=1)
+        check_divides("n_heads", self.n_heads, of_name="d_model", of_value=self.d_model)
+        check_int("d_ff", self.d_ff, low=1)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+def init_block(cfg: BlockConfig, seed: int = 0) -> dict:
+    """Random parameters of one block (float64 so that sharded and unsharded agree to ~1e-12)."""
+    g = np.random.default_rng(seed)
+    d, f = cfg.d_model, cfg.d_ff
+
+    def w(n_in, n_out):
+        return xp.asarray(g.normal(0, 1 / math.sqrt(n_in), size=(n_in, n_out)))
+
+    return {"g1": xp.asarray(1 + 0.1 * g.normal(size=d)), "wq": w(d, d), "wk": w(d, d), "wv": w(d, d),
+            "wo": w(d, d), "g2": xp.asarray(1 + 0.1 * g.normal(size=d)), "w1": w(d, f), "w2": w(f, d)}
+
+
+def init_model(cfg: BlockConfig, n_layers: int, seed: int = 0) -> list[dict]:
+    """``n_layers`` blocks with different random parameters."""
+    check_int("n_layers", n_layers, low=1)
+    return [init_block(cfg, seed + 1000 * i) for i in range(n_layers)]
+
+
+def n_params(blocks: list[dict]) -> int:
+    """Number of parameters Ψ of a model (or one block in a list)."""
+    return int(sum(v.size for blk in blocks for v in blk.values()))
+
+
+# --- RMSNorm ---------------------------------------------------------------------------------
+def rms_norm(x, gain):
+    """y = x / rms(x) · g, rms over the last axis. x: (..., d), g: (d,)."""
+    inv_rms = 1.0 / xp.sqrt(xp.mean(x * x, axis=-1, keepdims=True) + EPS)  # (..., 1)
+    return x * inv_rms * gain, (x, inv_rms, gain)
+
+
+def rms_norm_backward(dy, cache):
+    """Returns (dx, dgain); dgain is summed over every leading axis."""
+    x, inv_rms, gain = cache
+    xhat = x * inv_rms                                                       # (..., d)
+    dgain = (dy * xhat).reshape(-1, x.shape[-1]).sum(axis=0)                  # (d,)
+    dxhat = dy * gain                                                        # (..., d)
+    dx = inv_rms * (dxhat - xhat * xp.mean(dxhat * xhat, axis=-1, keepdims=True))
+    return dx, dgain
+
+
+# --- attention -------------------------------------------------------------------------------
+def attention(u, wq, wk, wv, wo, head_dim: int):
+    """Causal multi-head attention over the heads whose columns are in wq/wk/wv (rows of wo).
+
+    u: (b, s, d); wq, wk, wv: (d, h_local·d_h); wo: (h_local·d_h, d) -> out: (b, s, d).
+    With all heads this is the full layer; with a Megatron shard it is one rank's partial sum.
+    """
+    b, s, _ = u.shape
+    n_local = wq.shape[1] // head_dim
+
+    def heads(t):  # (b, s, h·d_h) -> (b, h, s, d_h)
+        return t.reshape(b, s, n_local, head_dim).transpose(0, 2, 1, 3)
+
+    q, k, v = heads(u @ wq), heads(u @ wk), heads(u @ wv)                    # (b, h, s, d_h)
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head_dim)              # (b, h, s, s)
+    scores = scores + xp.triu(xp.full((s, s), -xp.inf), k=1)                # causal mask
+    probs = xp.exp(scores - scores.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)                              # (b, h, s, s)
+    ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, n_local * head_dim)  # (b, s, h·d_h)
+    return ctx @ wo, (u, q, k, v, probs, ctx, wq, wk, wv, wo, head_dim)
+
+
+def attention_backward(dout, cache):
+    """Returns (du, {"wq", "wk", "wv", "wo"} gradients). dout: (b, s, d)."""
+    u, q, k, v, probs, ctx, wq, wk, wv, wo, head_dim = cache
+    b, s, _ = u.shape
+    n_local = q.shape[1]
+
+    def merge(t):  # (b, h, s, d_h) -> (b·s, h·d_h)
+        return t.transpose(0, 2, 1, 3).reshape(b * s, n_local * head_dim)
+
+    u2 = u.reshape(b * s, -1)
+    dwo = ctx.reshape(b * s, -1).T @ dout.reshape(b * s, -1)                 # (h·d_h, d)
+    dctx = (dout @ wo.T).reshape(b, s, n_local, head_dim).transpose(0, 2, 1, 3)  # (b, h, s, d_h)
+    dprobs = dctx @ v.transpose(0, 1, 3, 2)                                   # (b, h, s, s)
+    dv = probs.transpose(0, 1, 3, 2) @ dctx                                   # (b, h, s, d_h)
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True)) / math.sqrt(head_dim)
+    dq = dscores @ k                                                          # (b, h, s, d_h)
+    dk = dscores.transpose(0, 1, 3, 2) @ q
+    dq, dk, dv = merge(dq), merge(dk), merge(dv)                              # (b·s, h·d_h)
+    du = (dq @ wq.T + dk @ wk.T + dv @ wv.T).reshape(u.shape)                 # (b, s, d)
+    return du, {"wq": u2.T @ dq, "wk": u2.T @ dk, "wv": u2.T @ dv, "wo": dwo}
+
+
+# --- MLP -------------------------------------------------------------------------------------
+def gelu(x):
+    """tanh approximation: 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))."""
+    return 0.5 * x * (1 + xp.tanh(GELU_C * (x + 0.044715 * x**3)))
+
+
+def gelu_grad(x):
+    t = xp.tanh(GELU_C * (x + 0.044715 * x**3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x**2)
+
+
+def mlp(u, w1, w2):
+    """GeLU(u W1) W2. u: (b, s, d); W1: (d, f_local); W2: (f_local, d) -> (b, s, d)."""
+    pre = u @ w1                                                              # (b, s, f_local)
+    act = gelu(pre)
+    return act @ w2, (u, pre, act, w1, w2)
+
+
+def mlp_backward(dout, cache):
+    """Returns (du, {"w1", "w2"} gradients)."""
+    u, pre, act, w1, w2 = cache
+    d, f = w1.shape
+    dw2 = act.reshape(-1, f).T @ dout.reshape(-1, w2.shape[1])               # (f_local, d)
+    dpre = (dout @ w2.T) * gelu_grad(pre)                                     # (b, s, f_local)
+    dw1 = u.reshape(-1, d).T @ dpre.reshape(-1, f)                            # (d, f_local)
+    return dpre @ w1.T, {"w1": dw1, "w2": dw2}
+
+
+# --- block, model, loss ----------------------------------------------------------------------
+def block_forward(x, p: dict, head_dim: int):
+    """One block on one device. x: (b, s, d) -> (b, s, d)."""
+    u1, c_n1 = rms_norm(x, p["g1"])
+    a, c_att = attention(u1, p["wq"], p["wk"], p["wv"], p["wo"], head_dim)
+    h = x + a
+    u2, c_n2 = rms_norm(h, p["g2"])
+    m, c_mlp = mlp(u2, p["w1"], p["w2"])
+    return h + m, (c_n1, c_att, c_n2, c_mlp)
+
+
+def block_backward(dout, cache):
+    """Returns (dx, grads with the same keys as the parameters)."""
+    c_n1, c_att, c_n2, c_mlp = cache
+    du2, g_mlp = mlp_backward(dout, c_mlp)
+    dh_norm, dg2 = rms_norm_backward(du2, c_n2)
+    dh = dout + dh_norm
+    du1, g_att = attention_backward(dh, c_att)
+    dx_norm, dg1 = rms_norm_backward(du1, c_n1)
+    return dh + dx_norm, {"g1": dg1, "g2": dg2, **g_att, **g_mlp}
+
+
+def model_forward(x, blocks: list[dict], head_dim: int):
+    caches = []
+    for p in blocks:
+        x, cache = block_forward(x, p, head_dim)
+        caches.append(cache)
+    return x, caches
+
+
+def model_backward(dy, caches):
+    grads = []
+    for cache in reversed(caches):
+        dy, g = block_backward(dy, cache)
+        grads.append(g)
+    return dy, grads[::-1]
+
+
+def mse_loss(y, target):
+    """L = ½ · mean((y − target)²) over every element; returns (L, dL/dy)."""
+    diff = y - target
+    return float(0.5 * xp.mean(diff * diff)), diff / diff.size
+
+
+def loss_and_grads(x, target, blocks: list[dict], head_dim: int):
+    """The single-device reference step: (loss, per-block gradient dicts)."""
+    y, caches = model_forward(x, blocks, head_dim)
+    loss, dy = mse_loss(y, target)
+    _, grads = model_backward(dy, caches)
+    return loss, grads
+
+
+def sgd_update(blocks: list[dict], grads: list[dict], lr: float) -> list[dict]:
+    """θ ← θ − lr·g, returning new parameter dicts."""
+    return [{k: p[k] - lr * g[k] for k in p} for p, g in zip(blocks, grads)]

@@ -1,0 +1,94 @@
+"""Timelines: events on device streams, and how to read them (the notes' 性能诊断要点).
+
+An :class:`Event` is one box of a profiler's timeline (what nsight systems or torch.profiler show
+as a row per CUDA stream): a stream name, start and end seconds, a label and a kind. From a list of
+events :func:`timeline_summary` reads the three things the notes ask about:
+
+* **idle time**: when a stream has nothing to do (pipeline bubbles, waiting for data);
+* **exposed communication**: communication time not hidden under computation, i.e. time in
+  which a comm stream is busy and the compute stream is not;
+* **over-synchronization**: visible as compute gaps that line up with collective calls.
+
+The α-β cost of a ring all-reduce (Thakur, Rabenseifner & Gropp 2005) is here too, so this lesson
+does not depend on the collectives lesson's module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlsys_lab.validation import check_int, check_number, check_positive
+
+
+@dataclass(frozen=True)
+class Event:
+    """One box on a timeline: ``stream`` (e.g. "compute", "comm", "stage 2"), seconds, label, kind."""
+
+    stream: str
+    start: float
+    end: float
+    label: str
+    kind: str  # "forward", "backward", "all_reduce", "send", ...
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+def ring_all_reduce_seconds(n_bytes: float, n_ranks: int, bandwidth_bytes_per_s: float,
+                            latency_s: float = 0.0) -> float:
+    """α-β time of a ring all-reduce: 2(p−1)·α + 2(p−1)/p · n / β (zero for one rank)."""
+    n_bytes = check_number("n_bytes", n_bytes, low=0.0)
+    n_ranks = check_int("n_ranks", n_ranks, low=1)
+    bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    latency_s = check_number("latency_s", latency_s, low=0.0)
+    p = n_ranks
+    return 2 * (p - 1) * latency_s + 2 * (p - 1) / p * n_bytes / bandwidth_bytes_per_s
+
+
+def _union_seconds(intervals: list[tuple[float, float]]) -> float:
+    total, current_end = 0.0, float("-inf")
+    current_start = None
+    for start, end in sorted(intervals):
+        if current_start is None or start > current_end:
+            if current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_start is not None:
+        total += current_end - current_start
+    return total
+
+
+def _intersection_seconds(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    return _union_seconds(a) + _union_seconds(b) - _union_seconds(a + b)
+
+
+def timeline_summary(events: list[Event], compute_streams: tuple[str, ...] = ("compute",),
+                     comm_streams: tuple[str, ...] = ("comm",)) -> dict[str, float]:
+    """Total, busy, idle and exposed-communication seconds of a two-kind timeline.
+
+    total = last end − first start; compute_busy = union of compute boxes; idle = total − busy;
+    exposed_comm = comm time during which no compute box runs (what overlap failed to hide).
+    """
+    if not events:
+        raise ValueError("events must be a non-empty list of Event")
+    t0, t1 = min(e.start for e in events), max(e.end for e in events)
+    compute = [(e.start, e.end) for e in events if e.stream in compute_streams]
+    comms = [(e.start, e.end) for e in events if e.stream in comm_streams]
+    busy = _union_seconds(compute)
+    comm_total = _union_seconds(comms)
+    hidden = _intersection_seconds(compute, comms)
+    return {"total_s": t1 - t0, "compute_busy_s": busy, "compute_idle_s": (t1 - t0) - busy,
+            "comm_s": comm_total, "exposed_comm_s": comm_total - hidden}
+
+
+def stream_idle_fraction(events: list[Event]) -> float:
+    """Fraction of (streams × makespan) in which a stream is idle (pipeline bubble fraction)."""
+    if not events:
+        raise ValueError("events must be a non-empty list of Event")
+    t0, t1 = min(e.start for e in events), max(e.end for e in events)
+    streams = sorted({e.stream for e in events})
+    busy = sum(_union_seconds([(e.start, e.end) for e in events if e.stream == s]) for s in streams)
+    return 1.0 - busy / (len(streams) * (t1 - t0))

@@ -1,0 +1,58 @@
+"""00 start here: how long does it take to move a tensor, on each data path of a machine?"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import numpy as np
+
+from mlsys_lab.exercises.start_here import BYTES_PER_DTYPE
+from mlsys_lab.hardware import PRESETS, links_of, transfer_seconds
+from mlsys_lab.timing import format_seconds
+from mlsys_lab.validation import check_int
+from mlsys_lab.widgets.base import Explorer, log_slider
+
+
+def tensor_bytes(n_elements: int, dtype: str) -> float:
+    """Bytes of a dense tensor of ``n_elements`` elements of ``dtype``."""
+    check_int("n_elements", n_elements, low=1)
+    return n_elements * BYTES_PER_DTYPE[dtype]
+
+
+class TransferExplorer(Explorer):
+    """Pick a tensor size, a dtype and a machine: see the time to stream it over each data path."""
+
+    figsize = (6.0, 3.0)
+
+    def make_controls(self):
+        return {
+            "n_params": log_slider("parameters", 7e9, 1e6, 1e12),
+            "dtype": widgets.Dropdown(options=list(BYTES_PER_DTYPE), value="bf16", description="dtype"),
+            "hardware": widgets.Dropdown(options=list(PRESETS), value="NVIDIA H200 SXM", description="machine"),
+        }
+
+    def compute(self, n_params, dtype, hardware):
+        n_bytes = tensor_bytes(int(round(n_params)), dtype)
+        hw = PRESETS[hardware]
+        times = {link: transfer_seconds(n_bytes, bw) for link, bw in links_of(hw).items()}
+        return {"n_bytes": n_bytes, "hw": hw, "times": times}
+
+    def draw(self, figure):
+        self.ax = figure.add_subplot()
+        self.bars = None
+
+    def redraw(self, result):
+        ax = self.ax
+        ax.clear()  # the number of links changes with the machine, so the bars are rebuilt
+        names, seconds = list(result["times"]), np.array(list(result["times"].values()))
+        ax.barh(names, seconds, color="#4c72b0")
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds to move the tensor once")
+        ax.invert_yaxis()
+        ax.set_title(f"{result['n_bytes'] / 1e9:.3g} GB on {result['hw'].name}", fontsize=10)
+
+    def readout_of(self, result):
+        hw = result["hw"]
+        rows = {"size": f"{result['n_bytes'] / 1e9:.4g} GB",
+                f"fits in {hw.memory_bytes / 1e9:.0f} GB memory": "yes" if result["n_bytes"] <= hw.memory_bytes else "no"}
+        rows.update({k: format_seconds(v) for k, v in result["times"].items()})
+        return rows

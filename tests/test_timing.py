@@ -1,0 +1,36 @@
+"""Does benchmark() warm up, count runs, and report the median of the samples?"""
+
+import pytest
+
+from mlsys_lab import backend
+from mlsys_lab.timing import Timing, benchmark, format_seconds
+
+
+def test_benchmark_runs_warmup_plus_repeat_times():
+    calls = []
+    timing = benchmark(lambda: calls.append(1), warmup=3, repeat=7)
+    assert len(calls) == 10
+    assert len(timing.samples) == 7 and timing.device == ("gpu" if backend.on_gpu else "cpu")
+    assert timing.min <= timing.median <= timing.max
+
+
+def test_timing_statistics_are_the_samples():
+    t = Timing((3.0, 1.0, 2.0, 10.0, 4.0), "cpu")
+    assert (t.median, t.min, t.max) == (3.0, 1.0, 10.0)
+
+
+@pytest.mark.parametrize("seconds, text", [(1.2, "1.2 s"), (4.56e-3, "4.56 ms"), (12.3e-6, "12.3 µs"), (5e-9, "5 ns")])
+def test_format_seconds(seconds, text):
+    assert format_seconds(seconds) == text
+
+
+def test_benchmark_validates_counts():
+    with pytest.raises(ValueError, match="repeat must be an integer >= 1; got 0"):
+        benchmark(lambda: None, repeat=0)
+
+
+def test_gpu_timing_refused_without_gpu():
+    if backend.on_gpu:
+        pytest.skip("needs the NumPy backend")
+    with pytest.raises(ValueError, match="use_gpu=True needs the CuPy backend"):
+        benchmark(lambda: None, use_gpu=True)
