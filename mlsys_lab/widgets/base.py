@@ -24,6 +24,8 @@ import io
 from typing import Any
 
 import ipywidgets as widgets
+import PIL.Image
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 
@@ -32,6 +34,9 @@ class Explorer:
 
     figsize: tuple[float, float] = (6.4, 3.6)
     dpi: int = 80
+    # Constrained layout costs tens of ms a frame; by default it is solved on the first frame and then
+    # kept. Set True in a subclass whose labels change size a lot from one update to the next.
+    relayout_every_update: bool = False
 
     def __init__(self) -> None:
         self.controls: dict[str, widgets.ValueWidget] = self.make_controls()
@@ -110,8 +115,15 @@ class Explorer:
         return None
 
     def render_png(self) -> bytes:
+        """The figure as PNG bytes (fast zlib level: the picture is redrawn on every slider move)."""
+        # One Agg draw and a PIL encode: savefig would draw twice and compress harder.
+        canvas = self.figure.canvas if isinstance(self.figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(self.figure)
+        canvas.draw()
+        if not self.relayout_every_update and self.figure.get_layout_engine() is not None:
+            self.figure.set_layout_engine("none")  # keep the positions the first frame solved
         buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png", dpi=self.dpi)
+        PIL.Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba()).save(
+            buffer, format="png", compress_level=1)
         return buffer.getvalue()
 
     def widget(self) -> widgets.Widget:
