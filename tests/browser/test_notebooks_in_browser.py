@@ -1,0 +1,105 @@
+"""Does every lesson work in a real browser: cells run, widgets render, sliders change the picture?
+
+nbval proves that a notebook's kernel side runs; these tests prove what a learner sees in JupyterLab:
+the widget frontend loads, every explorer draws, dragging a control redraws, and the student version
+runs top to bottom with its exercises waiting. Each lesson runs once, as its student version (which
+executes every cell of the lesson except the solutions); the start page also runs in full to show the
+✓ verdicts. A screenshot per notebook lands in ``artifacts/browser/``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab_page import cell_problems, explorers, move_a_control, open_notebook, run_all_cells, widget_problems, \
+    write_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """A copy of the course (never the committed notebooks: JupyterLab saves what it runs) + student versions."""
+    folder = tmp_path_factory.mktemp("course")
+    for path in LESSONS:
+        shutil.copy(path, folder / path.name)
+    result = subprocess.run([sys.executable, "-m", "mlsys_lab.course.cli", "student", str(folder),
+                             str(folder / "student")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return folder
+
+
+@pytest.fixture(scope="module")
+def lab(course, lab_server_factory):
+    with lab_server_factory(course, prepare=lambda tmp: write_settings(tmp / "settings")) as server:
+        yield server
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def check_notebook_in_browser(page, lab, relative: str, artifacts_dir: Path) -> list[str]:
+    shot = artifacts_dir / (relative.replace("/", "_").removesuffix(".ipynb") + ".png")
+    try:
+        open_notebook(page, lab.url(f"lab/tree/{relative}"))
+        run_all_cells(page)
+    except Exception:
+        page.screenshot(path=str(shot.with_suffix(".failed.png")))  # what the page showed when it gave up
+        raise
+    problems = cell_problems(page) + widget_problems(page)
+    views = explorers(page)
+    for i, view in enumerate(views):
+        view.scroll_into_view_if_needed()
+        if not move_a_control(view):
+            problems.append(f"explorer {i}: moving its controls changed neither the plot nor the readout")
+    if views:
+        views[0].scroll_into_view_if_needed()
+    page.screenshot(path=str(shot))
+    return problems
+
+
+@pytest.mark.parametrize("lesson", [p.name for p in LESSONS])
+def test_student_version_runs_in_the_browser(page, lab, course, lesson, artifacts_dir):
+    problems = check_notebook_in_browser(page, lab, f"student/{lesson}", artifacts_dir)
+    assert not problems, "\n".join(problems)
+    n_exercises = json.loads((course / lesson).read_text()).__str__().count("### BEGIN SOLUTION")
+    waiting = page.locator(".jp-OutputArea-output", has_text="not attempted yet").count()
+    assert waiting == n_exercises, f"{n_exercises} exercises, {waiting} say 'not attempted yet'"
+
+
+def test_start_page_runs_in_full_and_checks_pass(page, lab, artifacts_dir):
+    problems = check_notebook_in_browser(page, lab, "00_start_here.ipynb", artifacts_dir)
+    assert not problems, "\n".join(problems)
+    assert page.locator(".jp-OutputArea-output", has_text="✓ tensor_bytes").count() == 1
+    assert page.locator(".jp-OutputArea-output", has_text="backend: ").count() == 1
+
+
+def test_a_missing_widget_frontend_is_caught(page, lab_server_factory, course, artifacts_dir):
+    """Simulate a broken install: the ipywidgets JupyterLab extension disabled. The checks must notice."""
+
+    def disable_widgets(tmp):
+        write_settings(tmp / "settings")
+        labconfig = tmp / "config" / "labconfig"
+        labconfig.mkdir(parents=True, exist_ok=True)
+        (labconfig / "page_config.json").write_text(
+            json.dumps({"disabledExtensions": {"@jupyter-widgets/jupyterlab-manager": True}}))
+
+    with lab_server_factory(course, prepare=disable_widgets) as broken:
+        open_notebook(page, broken.url("lab/tree/00_start_here.ipynb"))
+        run_all_cells(page)
+        assert widget_problems(page), "widgets without their frontend went unnoticed"
+        assert not explorers(page)
