@@ -120,3 +120,13 @@ def sync() -> None:
 def describe() -> str:
     """One line: the backend, the device, and why it was chosen."""
     return f"backend: {name} · device: {_selection.device} · {_selection.reason}"
+
+
+def what_gpu_lessons_do() -> str:
+    """What the GPU parts of the course will do on this machine, for the start page."""
+    if on_gpu:
+        return (f"CuPy is active on {_selection.device}: the GPU cells compile and time real CUDA kernels here, "
+                "and every array in the lessons lives on this GPU.")
+    return ("NumPy is active: every lesson runs here. GPU cells run their NumPy reference instead, and show the "
+            "figures recorded on an NVIDIA H200 (mlsys_lab/data/*.json, each with its device and date) beside "
+            "what this machine measures.")

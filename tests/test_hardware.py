@@ -45,3 +45,13 @@ def test_probe_measures_positive_finite_ceilings_and_caches():
         assert math.isfinite(value) and value > 0
     assert first.copy_bytes == 4 * 2**20
     assert "matmul" in first.summary()
+
+
+def test_recorded_h200_probe_loads_with_its_date():
+    h200 = hardware.recorded_probe("probe_h200")
+    assert h200.name == "NVIDIA H200, measured 2026-11-29"
+    # Measured cuBLAS fp32 sits below the 67 TFLOP/s datasheet peak; the copy below 4.8 TB/s.
+    assert 0.5 * hardware.H200.peak("fp32") < h200.peak("fp32") < hardware.H200.peak("fp32")
+    assert h200.memory_bandwidth_bytes_per_s < hardware.H200.memory_bandwidth_bytes_per_s
+    with pytest.raises(ValueError, match="name must be a recorded probe"):
+        hardware.recorded_probe("probe_tpu")
