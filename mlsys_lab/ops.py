@@ -21,7 +21,6 @@ one transcendental (exp, tanh) = 1 FLOP, a multiply-add = 2 FLOP.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from mlsys_lab.hardware import Hardware
@@ -34,10 +33,19 @@ BYTES_PER_DTYPE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8":
 # FLOP per output element of the elementwise operators the course uses (conventions above).
 ELEMENTWISE_FLOPS = {
     "relu": 1,  # max(x, 0)
-    "add": 1, "sub": 1, "mul": 1, "div": 1, "maximum": 1, "neg": 1, "square": 1,
-    "exp": 1, "log": 1, "tanh": 1, "sqrt": 1,
+    "add": 1,
+    "sub": 1,
+    "mul": 1,
+    "div": 1,
+    "maximum": 1,
+    "neg": 1,
+    "square": 1,
+    "exp": 1,
+    "log": 1,
+    "tanh": 1,
+    "sqrt": 1,
     "sigmoid": 4,  # 1 / (1 + exp(-x)): neg, exp, add, div
-    "gelu": 9,  # tanh form: 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))): 4 mul, 1 mul-cube extra, 2 add, tanh
+    "gelu": 9,  # 0.5·x·(1 + tanh(0.79788·(x + 0.044715·x³))): x³ 2, 4 more mul, 2 add, tanh
 }
 
 
@@ -78,8 +86,13 @@ def dtype_bytes(dtype: str) -> int:
     return BYTES_PER_DTYPE[dtype]
 
 
-def elementwise_cost(n_elements: int, n_inputs: int = 1, flops_per_element: float = 1,
-                     bytes_per_element: float = 4, name: str = "elementwise") -> OpCost:
+def elementwise_cost(
+    n_elements: int,
+    n_inputs: int = 1,
+    flops_per_element: float = 1,
+    bytes_per_element: float = 4,
+    name: str = "elementwise",
+) -> OpCost:
     """y = f(x1, ..., xk) over ``n_elements``: flops = n·f, bytes = (k + 1)·n·b (k inputs read, 1 written)."""
     n = _dim("n_elements", n_elements)
     k = check_int("n_inputs", n_inputs, low=0, high=16)
@@ -99,7 +112,9 @@ def batched_matmul_cost(batch: int, m: int, n: int, k: int, bytes_per_element: f
     """``batch`` independent matmuls: flops = 2·batch·mnk, bytes = batch·(mk + kn + mn)·b."""
     batch = _dim("batch", batch)
     one = matmul_cost(m, n, k, bytes_per_element)
-    return OpCost("batched matmul", "tensor", batch * one.flops, batch * one.bytes, f"{batch}×{one.shape_text}")
+    return OpCost(
+        "batched matmul", "tensor", batch * one.flops, batch * one.bytes, f"{batch}×{one.shape_text}"
+    )
 
 
 def conv2d_output_size(size: int, kernel_size: int, stride: int = 1, padding: int = 0) -> int:
@@ -112,21 +127,40 @@ def conv2d_output_size(size: int, kernel_size: int, stride: int = 1, padding: in
     return out
 
 
-def conv2d_cost(batch: int, in_channels: int, out_channels: int, height: int, width: int,
-                kernel_size: int = 3, stride: int = 1, padding: int = 1, bytes_per_element: float = 4) -> OpCost:
+def conv2d_cost(
+    batch: int,
+    in_channels: int,
+    out_channels: int,
+    height: int,
+    width: int,
+    kernel_size: int = 3,
+    stride: int = 1,
+    padding: int = 1,
+    bytes_per_element: float = 4,
+) -> OpCost:
     """Direct 2-D convolution, NCHW: flops = 2·N·Cout·Ho·Wo·Cin·K², bytes = (input + weights + output)·b."""
-    n, c_in, c_out = _dim("batch", batch), _dim("in_channels", in_channels), _dim("out_channels", out_channels)
+    n, c_in, c_out = (
+        _dim("batch", batch),
+        _dim("in_channels", in_channels),
+        _dim("out_channels", out_channels),
+    )
     h_out = conv2d_output_size(height, kernel_size, stride, padding)
     w_out = conv2d_output_size(width, kernel_size, stride, padding)
     b = _bpe(bytes_per_element)
     flops = 2.0 * n * c_out * h_out * w_out * c_in * kernel_size**2
     moved = (n * c_in * height * width + c_out * c_in * kernel_size**2 + n * c_out * h_out * w_out) * b
-    return OpCost("conv2d", "tensor", flops, moved,
-                  f"{n}×{c_in}×{height}×{width} ⊛ {c_out}×{c_in}×{kernel_size}×{kernel_size}")
+    return OpCost(
+        "conv2d",
+        "tensor",
+        flops,
+        moved,
+        f"{n}×{c_in}×{height}×{width} ⊛ {c_out}×{c_in}×{kernel_size}×{kernel_size}",
+    )
 
 
 def softmax_cost(rows: int, cols: int, bytes_per_element: float = 4) -> OpCost:
-    """Row softmax: 5 FLOP per element (max, subtract, exp, sum, divide); bytes = read + write = 2·rows·cols·b."""
+    """Row softmax: 5 FLOP per element (max, subtract, exp, sum, divide);
+    bytes = read + write = 2·rows·cols·b."""
     rows, cols = _dim("rows", rows), _dim("cols", cols)
     b = _bpe(bytes_per_element)
     return OpCost("softmax", "reduction", 5.0 * rows * cols, 2 * rows * cols * b, f"{rows} rows × {cols}")
@@ -137,8 +171,9 @@ def layernorm_cost(rows: int, cols: int, bytes_per_element: float = 4) -> OpCost
     bytes = x read + y written + weight and bias read = (2·rows·cols + 2·cols)·b."""
     rows, cols = _dim("rows", rows), _dim("cols", cols)
     b = _bpe(bytes_per_element)
-    return OpCost("layernorm", "reduction", 7.0 * rows * cols, (2 * rows * cols + 2 * cols) * b,
-                  f"{rows} rows × {cols}")
+    return OpCost(
+        "layernorm", "reduction", 7.0 * rows * cols, (2 * rows * cols + 2 * cols) * b, f"{rows} rows × {cols}"
+    )
 
 
 def reduction_cost(n_elements: int, n_outputs: int = 1, bytes_per_element: float = 4) -> OpCost:
@@ -171,12 +206,14 @@ def concat_cost(sizes: list[int] | tuple[int, ...], bytes_per_element: float = 4
     return OpCost("concat", "transform", 0.0, 2 * total * _bpe(bytes_per_element), f"{len(sizes)} tensors")
 
 
-def attention_cost(batch: int, heads: int, seq_len: int, head_dim: int, bytes_per_element: float = 4,
-                   fused: bool = True) -> OpCost:
+def attention_cost(
+    batch: int, heads: int, seq_len: int, head_dim: int, bytes_per_element: float = 4, fused: bool = True
+) -> OpCost:
     """softmax(Q·Kᵀ·scale + mask)·V for Q, K, V of shape [batch, heads, seq_len, head_dim].
 
     flops = 4·B·H·S²·D (the two matmuls) + 7·B·H·S² (scale, mask, 5 for softmax).
-    Fused (FlashAttention, Dao et al. 2022): bytes = (Q + K + V + O) = 4·B·H·S·D·b; the S×S scores stay on chip
+    Fused (FlashAttention, Dao et al. 2022): bytes = (Q + K + V + O) = 4·B·H·S·D·b; the S×S scores stay on
+    chip
     (FlashAttention re-reads K and V once per query block, which this minimum ignores).
     Unfused: the S×S matrix goes to memory and back after every step: written by Q·Kᵀ, read+written by scale,
     mask and softmax, read by ·V: 8·B·H·S²·b more.
@@ -186,12 +223,20 @@ def attention_cost(batch: int, heads: int, seq_len: int, head_dim: int, bytes_pe
     b = _bpe(bytes_per_element)
     flops = 4.0 * bh * s * s * d + 7.0 * bh * s * s
     moved = 4 * bh * s * d * b + (0 if fused else 8 * bh * s * s * b)
-    return OpCost("attention (fused)" if fused else "attention (unfused)", "tensor", flops, moved,
-                  f"B·H={bh}, S={s}, D={d}")
+    return OpCost(
+        "attention (fused)" if fused else "attention (unfused)",
+        "tensor",
+        flops,
+        moved,
+        f"B·H={bh}, S={s}, D={d}",
+    )
 
 
 def bound(cost: OpCost, hardware: Hardware, dtype: str = "fp32") -> str:
-    """``"memory-bound"`` when the intensity is below the ridge point peak/bandwidth, else ``"compute-bound"``."""
+    """``"memory-bound"`` when the intensity is below the ridge point peak/bandwidth, else ``"compute-bound"``
+    (``"no work"`` for a view, which neither computes nor moves anything)."""
+    if cost.flops == 0 and cost.bytes == 0:
+        return "no work"
     return "memory-bound" if cost.intensity < hardware.ridge_point(dtype) else "compute-bound"
 
 
@@ -201,8 +246,22 @@ def time_lower_bound_seconds(cost: OpCost, hardware: Hardware, dtype: str = "fp3
 
 
 # One canonical shape per operator, driven by one size N: what the explorer sweeps.
-CATALOGUE = ("relu", "add", "gelu", "matmul", "batched matmul", "conv2d", "softmax", "layernorm", "sum",
-             "transpose", "reshape", "concat", "attention (unfused)", "attention (fused)")
+CATALOGUE = (
+    "relu",
+    "add",
+    "gelu",
+    "matmul",
+    "batched matmul",
+    "conv2d",
+    "softmax",
+    "layernorm",
+    "sum",
+    "transpose",
+    "reshape",
+    "concat",
+    "attention (unfused)",
+    "attention (fused)",
+)
 
 
 def catalogue_cost(op_name: str, size: int, dtype: str = "fp32") -> OpCost:
@@ -238,8 +297,3 @@ def catalogue_cost(op_name: str, size: int, dtype: str = "fp32") -> OpCost:
     if op_name == "concat":
         return concat_cost([n * n, n * n], b)
     return attention_cost(1, 16, n, 64, b, fused=op_name == "attention (fused)")
-
-
-def log10_or_nan(value: float) -> float:
-    """log10 for plotting; NaN for zero (a reshape's intensity) so it is left off a log axis."""
-    return math.log10(value) if value > 0 else float("nan")

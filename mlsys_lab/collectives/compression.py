@@ -29,7 +29,7 @@ def top_k(vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     k = check_int("k", k, low=0, high=vector.size)
     if k == 0:
         return np.zeros(0, dtype=np.int32), vector[:0].copy()
-    index = np.argpartition(np.abs(vector), vector.size - k)[vector.size - k:]
+    index = np.argpartition(np.abs(vector), vector.size - k)[vector.size - k :]
     return index.astype(np.int32), vector[index].copy()
 
 
@@ -49,18 +49,19 @@ class Problem:
 
     def loss(self, weights: np.ndarray) -> float:
         """Mean squared error over all workers' data (½‖XW − Y‖² / samples)."""
-        residual = [x @ weights - y for x, y in zip(self.features, self.targets)]
+        residual = [x @ weights - y for x, y in zip(self.features, self.targets, strict=False)]
         return float(sum((r**2).sum() for r in residual) / (2 * sum(len(r) for r in residual)))
 
 
-def make_problem(n_workers: int = 4, n_in: int = 32, n_out: int = 16, samples_per_worker: int = 256,
-                 seed: int = 0) -> Problem:
+def make_problem(
+    n_workers: int = 4, n_in: int = 32, n_out: int = 16, samples_per_worker: int = 256, seed: int = 0
+) -> Problem:
     """A random linear teacher; each worker's inputs are scaled differently (non-identical data)."""
     n_workers = check_int("n_workers", n_workers, low=1, high=16)
     g = np.random.default_rng(seed)
     true_weights = g.standard_normal((n_in, n_out)) / np.sqrt(n_in)
     features, targets = [], []
-    for w in range(n_workers):
+    for _w in range(n_workers):
         scale = np.exp(g.normal(0, 0.5, n_in))  # worker-specific feature scales
         x = g.standard_normal((samples_per_worker, n_in)) * scale
         features.append(x)
@@ -78,8 +79,17 @@ class TrainingRun:
     bytes_per_step: float  # per rank, counted by the simulated network
 
 
-def train(problem: Problem, method: str = "none", error_feedback: bool = True, steps: int = 200,
-          lr: float = 0.05, batch: int = 32, k_fraction: float = 0.01, rank: int = 1, seed: int = 0) -> TrainingRun:
+def train(
+    problem: Problem,
+    method: str = "none",
+    error_feedback: bool = True,
+    steps: int = 200,
+    lr: float = 0.05,
+    batch: int = 32,
+    k_fraction: float = 0.01,
+    rank: int = 1,
+    seed: int = 0,
+) -> TrainingRun:
     """Data-parallel minibatch SGD; each step every worker's gradient goes through ``method``.
 
     none: dense ring all-reduce. topk: each worker keeps ⌈k_fraction·n·m⌉ entries, all-gather of
@@ -100,10 +110,10 @@ def train(problem: Problem, method: str = "none", error_feedback: bool = True, s
     losses, sent = [problem.loss(weights)], 0
     for _ in range(steps):
         grads = []
-        for x, y in zip(problem.features, problem.targets):
+        for x, y in zip(problem.features, problem.targets, strict=False):
             rows = g.integers(0, len(x), batch)
             grads.append(x[rows].T @ (x[rows] @ weights - y[rows]) / batch)  # n_in × n_out
-        corrected = [gr + e for gr, e in zip(grads, errors)] if error_feedback else grads
+        corrected = [gr + e for gr, e in zip(grads, errors, strict=False)] if error_feedback else grads
         if method == "none":
             result = ring_allreduce([c.ravel().astype(np.float32) for c in corrected])
             update = [result.outputs[0].reshape(weights.shape) / n_workers] * n_workers
@@ -130,7 +140,34 @@ def train(problem: Problem, method: str = "none", error_feedback: bool = True, s
             kept = [approx] * n_workers  # Vogels et al., Alg. 2: e_w = M_w − P·Qᵀ (the decompressed mean)
             sent += p_sum.bytes_sent[0] + q_sum.bytes_sent[0]
         if error_feedback and method != "none":
-            errors = [c - kk for c, kk in zip(corrected, kept)]
+            errors = [c - kk for c, kk in zip(corrected, kept, strict=False)]
         weights -= lr * update[0]
         losses.append(problem.loss(weights))
     return TrainingRun(method, error_feedback, np.array(losses), sent / steps)
+
+
+def train_stale(
+    problem: Problem, staleness: int, steps: int = 200, lr: float = 0.05, batch: int = 32, seed: int = 0
+) -> np.ndarray:
+    """Losses of data-parallel SGD where each worker's gradient may be up to ``staleness`` steps old.
+
+    Stale-synchronous parallel (Ho et al. 2013): at step t worker w computes its gradient on the
+    weights of step t − d, d drawn uniformly from 0..s; the update averages those gradients.
+    s = 0 is ordinary synchronous SGD.
+    """
+    s = check_int("staleness", staleness, low=0)
+    steps = check_int("steps", steps, low=1)
+    check_positive("lr", lr)
+    g = np.random.default_rng(seed)
+    weights = np.zeros_like(problem.true_weights)
+    history, losses = [weights.copy()], [problem.loss(weights)]
+    for t in range(steps):
+        grads = []
+        for x, y in zip(problem.features, problem.targets, strict=False):
+            old = history[max(0, t - int(g.integers(0, s + 1)))]
+            rows = g.integers(0, len(x), batch)
+            grads.append(x[rows].T @ (x[rows] @ old - y[rows]) / batch)
+        weights = weights - lr * np.mean(grads, axis=0)
+        history.append(weights.copy())
+        losses.append(problem.loss(weights))
+    return np.array(losses)

@@ -157,8 +157,10 @@ def fit_alpha_beta(n_bytes, seconds, algorithm: str = "ring", n_ranks: int = 2) 
     n_bytes = np.atleast_1d(_check_bytes(n_bytes))
     seconds = np.atleast_1d(np.asarray(seconds, dtype=float))
     if n_bytes.shape != seconds.shape or n_bytes.size < 2:
-        raise ValueError(f"n_bytes and seconds must be equal-length arrays of >= 2 points; got {n_bytes.shape} "
-                         f"and {seconds.shape}")
+        raise ValueError(
+            f"n_bytes and seconds must be equal-length arrays of >= 2 points; got {n_bytes.shape} "
+            f"and {seconds.shape}"
+        )
     check_positive("seconds", float(seconds.min()))
     a, b = allreduce_coefficients(algorithm, n_ranks)
     design = np.stack([np.full_like(n_bytes, a), b * n_bytes], axis=1) / seconds[:, None]
@@ -167,8 +169,15 @@ def fit_alpha_beta(n_bytes, seconds, algorithm: str = "ring", n_ranks: int = 2) 
 
 
 # --- two-level (hierarchical) collectives ----------------------------------------------------------------
-def hierarchical_allreduce_time(n_bytes, n_nodes: int, gpus_per_node: int, alpha_intra: float,
-                                beta_intra: float, alpha_inter: float, beta_inter: float):
+def hierarchical_allreduce_time(
+    n_bytes,
+    n_nodes: int,
+    gpus_per_node: int,
+    alpha_intra: float,
+    beta_intra: float,
+    alpha_inter: float,
+    beta_inter: float,
+):
     """Reduce-scatter inside each node, ring all-reduce of n/g across nodes, all-gather inside the node.
 
     t = 2(g−1)(α_i + n/g·β_i) + 2(N−1)(α_x + n/(gN)·β_x): each inter-node ring carries only 1/g of
@@ -181,23 +190,41 @@ def hierarchical_allreduce_time(n_bytes, n_nodes: int, gpus_per_node: int, alpha
     return intra + allreduce_time("ring", n_bytes / g, nodes, alpha_inter, beta_inter)
 
 
-def flat_ring_allreduce_time(n_bytes, n_nodes: int, gpus_per_node: int, alpha_inter: float, beta_inter: float):
+def flat_ring_allreduce_time(
+    n_bytes, n_nodes: int, gpus_per_node: int, alpha_inter: float, beta_inter: float
+):
     """One ring over all N·g GPUs, every step paced by the slowest (inter-node) link."""
     p = check_int("n_nodes", n_nodes, low=1) * check_int("gpus_per_node", gpus_per_node, low=1)
     return allreduce_time("ring", n_bytes, p, alpha_inter, beta_inter)
 
 
-def flat_alltoall_time(n_bytes, n_nodes: int, gpus_per_node: int, alpha_intra: float, beta_intra: float,
-                       alpha_inter: float, beta_inter: float):
-    """Pairwise all-to-all over P = N·g GPUs: g−1 rounds on NVLink, P−g rounds across nodes, n/P bytes each."""
+def flat_alltoall_time(
+    n_bytes,
+    n_nodes: int,
+    gpus_per_node: int,
+    alpha_intra: float,
+    beta_intra: float,
+    alpha_inter: float,
+    beta_inter: float,
+):
+    """Pairwise all-to-all over P = N·g GPUs: g−1 rounds on NVLink, P−g across nodes, n/P bytes each."""
     n_bytes = _check_bytes(n_bytes)
     g = check_int("gpus_per_node", gpus_per_node, low=1)
     p = check_int("n_nodes", n_nodes, low=1) * g
-    return (g - 1) * (alpha_intra + n_bytes / p * beta_intra) + (p - g) * (alpha_inter + n_bytes / p * beta_inter)
+    return (g - 1) * (alpha_intra + n_bytes / p * beta_intra) + (p - g) * (
+        alpha_inter + n_bytes / p * beta_inter
+    )
 
 
-def hierarchical_alltoall_time(n_bytes, n_nodes: int, gpus_per_node: int, alpha_intra: float,
-                               beta_intra: float, alpha_inter: float, beta_inter: float):
+def hierarchical_alltoall_time(
+    n_bytes,
+    n_nodes: int,
+    gpus_per_node: int,
+    alpha_intra: float,
+    beta_intra: float,
+    alpha_inter: float,
+    beta_inter: float,
+):
     """Two-level all-to-all: gather inside the node by destination, then one exchange per remote node.
 
     Phase 1 (NVLink): g−1 rounds of n/g bytes; phase 2 (InfiniBand): N−1 rounds of n/N bytes between
@@ -206,4 +233,6 @@ def hierarchical_alltoall_time(n_bytes, n_nodes: int, gpus_per_node: int, alpha_
     n_bytes = _check_bytes(n_bytes)
     nodes = check_int("n_nodes", n_nodes, low=1)
     g = check_int("gpus_per_node", gpus_per_node, low=1)
-    return (g - 1) * (alpha_intra + n_bytes / g * beta_intra) + (nodes - 1) * (alpha_inter + n_bytes / nodes * beta_inter)
+    return (g - 1) * (alpha_intra + n_bytes / g * beta_intra) + (nodes - 1) * (
+        alpha_inter + n_bytes / nodes * beta_inter
+    )

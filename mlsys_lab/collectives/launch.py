@@ -49,14 +49,16 @@ def mpi_flavor(mpiexec: str) -> str:
 def child_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for mpiexec: Open MPI may run as root and oversubscribe; BLAS stays single-threaded."""
     env = dict(os.environ if base is None else base)
-    env.update({
-        "OMPI_ALLOW_RUN_AS_ROOT": "1",
-        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-        "OMPI_MCA_rmaps_base_oversubscribe": "1",  # Open MPI 4
-        "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",  # Open MPI 5 (PRRTE)
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-    })
+    env.update(
+        {
+            "OMPI_ALLOW_RUN_AS_ROOT": "1",
+            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+            "OMPI_MCA_rmaps_base_oversubscribe": "1",  # Open MPI 4
+            "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",  # Open MPI 5 (PRRTE)
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+        }
+    )
     return env
 
 
@@ -71,7 +73,9 @@ def mpi_status() -> str:
     """One line: which mpiexec would run, or why none can."""
     mpiexec = find_mpiexec()
     if mpiexec is None:
-        return "no mpiexec found (pip install mpich mpi4py, or install Open MPI): the lesson uses the simulation"
+        return (
+            "no mpiexec found (pip install mpich mpi4py, or install Open MPI): the lesson uses the simulation"
+        )
     return f"mpiexec: {mpiexec} ({mpi_flavor(mpiexec)})"
 
 
@@ -84,30 +88,56 @@ def run_mpi(module: str, n_procs: int, args: list[str], timeout_s: float = 120.0
     check_positive("timeout_s", timeout_s)
     mpiexec = find_mpiexec()
     if mpiexec is None:
-        raise MpiUnavailable("no mpiexec found next to Python or on PATH; install MPI with "
-                             "`pip install mpich mpi4py` (or your system's Open MPI)")
+        raise MpiUnavailable(
+            "no mpiexec found next to Python or on PATH; install MPI with "
+            "`pip install mpich mpi4py` (or your system's Open MPI)"
+        )
     command = launch_command(mpiexec, mpi_flavor(mpiexec), n_procs, module, args)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=child_environment())
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, env=child_environment()
+        )
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(f"mpiexec ran past {timeout_s:g} s: {' '.join(command)}") from exc
     if "No module named 'mpi4py'" in done.stderr:
         raise MpiUnavailable("mpi4py is not installed in this Python: pip install mpi4py")
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"mpiexec failed (exit {done.returncode}): {' '.join(command)}\n{done.stderr[-1500:]}")
+        raise RuntimeError(
+            f"mpiexec failed (exit {done.returncode}): {' '.join(command)}\n{done.stderr[-1500:]}"
+        )
     if len(lines) > 1:  # every process was its own rank 0: mpiexec and mpi4py's MPI do not match
-        raise RuntimeError(f"{len(lines)} processes each ran alone: {mpiexec} does not match the MPI library "
-                           "mpi4py was built with (use the mpiexec of that MPI)")
+        raise RuntimeError(
+            f"{len(lines)} processes each ran alone: {mpiexec} does not match the MPI library "
+            "mpi4py was built with (use the mpiexec of that MPI)"
+        )
     result = json.loads(lines[0])
     if result.get("n_ranks") != n_procs:
         raise RuntimeError(f"asked for {n_procs} processes, the communicator had {result.get('n_ranks')}")
     return result
 
 
-def ring_benchmark(n_procs: int, sizes_bytes: list[int], repeat: int = 10, budget_s: float = 1.0,
-                   timeout_s: float = 120.0) -> dict:
+def ring_benchmark(
+    n_procs: int, sizes_bytes: list[int], repeat: int = 10, budget_s: float = 1.0, timeout_s: float = 120.0
+) -> dict:
     """The course's ring all-reduce vs ``MPI.Allreduce`` over MPI (see :mod:`.mpi_ring`)."""
     sizes = ",".join(str(check_int("n_bytes", int(s), low=4)) for s in sizes_bytes)
-    args = ["--sizes", sizes, "--repeat", str(check_int("repeat", repeat, low=1)), "--budget-s", str(budget_s)]
+    args = [
+        "--sizes",
+        sizes,
+        "--repeat",
+        str(check_int("repeat", repeat, low=1)),
+        "--budget-s",
+        str(budget_s),
+    ]
     return run_mpi("mlsys_lab.collectives.mpi_ring", n_procs, args, timeout_s)
+
+
+def nccl_benchmark(n_gpus: int, sizes_bytes: list[int], repeat: int = 20, timeout_s: float = 300.0) -> dict:
+    """The course's ring on NCCL vs NCCL's all-reduce, one process per GPU (see :mod:`.nccl_ring`).
+
+    The result carries ``error`` instead of ``results`` when the processes found no usable GPU.
+    """
+    sizes = ",".join(str(check_int("n_bytes", int(s), low=4)) for s in sizes_bytes)
+    args = ["--sizes", sizes, "--repeat", str(check_int("repeat", repeat, low=1))]
+    return run_mpi("mlsys_lab.collectives.nccl_ring", check_int("n_gpus", n_gpus, low=1), args, timeout_s)

@@ -37,7 +37,7 @@ def ring_allreduce_mpi(comm, send: np.ndarray, out: np.ndarray, scratch: np.ndar
         scratch = np.empty(chunks[0].size, dtype=out.dtype)
     for step in range(p - 1):
         incoming = chunks[(r - step - 1) % p]
-        received = scratch[:incoming.size]
+        received = scratch[: incoming.size]
         comm.Sendrecv(chunks[(r - step) % p], dest=right, recvbuf=received, source=left)
         np.add(incoming, received, out=incoming)
     for step in range(p - 1):
@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="4096,1048576", help="comma-separated message sizes in bytes")
     parser.add_argument("--repeat", type=int, default=10, help="most timed runs per size")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--budget-s", type=float, default=1.0, help="stop timing a size after this (>= 3 runs)")
+    parser.add_argument(
+        "--budget-s", type=float, default=1.0, help="stop timing a size after this (>= 3 runs)"
+    )
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -75,8 +77,8 @@ def main(argv: list[str] | None = None) -> None:
         send = np.random.default_rng(1000 + rank).standard_normal(n).astype(np.float32)
         ours, theirs = np.empty_like(send), np.empty_like(send)
         scratch = np.empty(-(-n // size), dtype=np.float32)
-        ring = lambda: ring_allreduce_mpi(comm, send, ours, scratch)  # noqa: E731
-        native = lambda: comm.Allreduce(send, theirs, op=MPI.SUM)  # noqa: E731
+        ring = lambda send=send, ours=ours, scratch=scratch: ring_allreduce_mpi(comm, send, ours, scratch)  # noqa: E731
+        native = lambda send=send, theirs=theirs: comm.Allreduce(send, theirs, op=MPI.SUM)  # noqa: E731
         for _ in range(args.warmup):
             ring()
             native()
@@ -84,13 +86,27 @@ def main(argv: list[str] | None = None) -> None:
         error = comm.allreduce(error, op=MPI.MAX)
         ring_samples = _time(comm, ring, args.repeat, args.budget_s)
         mpi_samples = _time(comm, native, args.repeat, args.budget_s)
-        rows.append({"n_bytes": int(send.nbytes), "ring_seconds": statistics.median(ring_samples),
-                     "mpi_seconds": statistics.median(mpi_samples), "max_rel_error": error,
-                     "runs": len(ring_samples)})
+        rows.append(
+            {
+                "n_bytes": int(send.nbytes),
+                "ring_seconds": statistics.median(ring_samples),
+                "mpi_seconds": statistics.median(mpi_samples),
+                "max_rel_error": error,
+                "runs": len(ring_samples),
+            }
+        )
     if rank == 0:
-        print(json.dumps({"n_ranks": size, "library": MPI.Get_library_version().splitlines()[0].strip(),
-                          "machine": f"{platform.node()} ({platform.processor() or platform.machine()})",
-                          "dtype": "float32", "results": rows}))
+        print(
+            json.dumps(
+                {
+                    "n_ranks": size,
+                    "library": " ".join(MPI.Get_library_version().replace("\x00", "").split("\n")[0].split()),
+                    "machine": f"{platform.node()} ({platform.processor() or platform.machine()})",
+                    "dtype": "float32",
+                    "results": rows,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,12 @@ import json
 import os
 import statistics
 
-LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+LOCAL_RANK_VARIABLES = (
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "MV2_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LOCALID",
+)
 
 
 def local_rank() -> int:
@@ -35,11 +40,11 @@ def ring_allreduce_nccl(comm, nccl, xp, send, out, scratch, rank: int, n_ranks: 
     if n_ranks == 1:
         return
     bounds = [len(out) * i // n_ranks for i in range(n_ranks + 1)]
-    chunk = [out[bounds[i]:bounds[i + 1]] for i in range(n_ranks)]
+    chunk = [out[bounds[i] : bounds[i + 1]] for i in range(n_ranks)]
     right, left = (rank + 1) % n_ranks, (rank - 1) % n_ranks
     for step in range(n_ranks - 1):
         incoming = chunk[(rank - step - 1) % n_ranks]
-        received = scratch[:incoming.size]
+        received = scratch[: incoming.size]
         nccl.groupStart()
         comm.send(chunk[(rank - step) % n_ranks], right)
         comm.recv(received, left)
@@ -81,8 +86,10 @@ def main(argv: list[str] | None = None) -> None:
         send = xp.random.default_rng(1000 + rank).standard_normal(n, dtype=xp.float32)
         ours, theirs = xp.empty_like(send), xp.empty_like(send)
         scratch = xp.empty(-(-n // n_ranks), dtype=xp.float32)
-        ring = lambda: ring_allreduce_nccl(comm, nccl, xp, send, ours, scratch, rank, n_ranks)  # noqa: E731
-        native = lambda: comm.all_reduce(send, theirs, op="sum")  # noqa: E731
+        ring = lambda send=send, ours=ours, scratch=scratch: ring_allreduce_nccl(  # noqa: E731
+            comm, nccl, xp, send, ours, scratch, rank, n_ranks
+        )
+        native = lambda send=send, theirs=theirs: comm.all_reduce(send, theirs, op="sum")  # noqa: E731
         timings = {}
         for label, fn in (("ring", ring), ("nccl", native)):
             for _ in range(args.warmup):
@@ -98,11 +105,26 @@ def main(argv: list[str] | None = None) -> None:
                 samples.append(world.allreduce(xp.cuda.get_elapsed_time(start, stop) / 1e3, op=MPI.MAX))
             timings[label] = statistics.median(samples)
         error = float(xp.abs(ours - theirs).max() / xp.abs(theirs).max())
-        rows.append({"n_bytes": int(send.nbytes), "ring_seconds": timings["ring"], "nccl_seconds": timings["nccl"],
-                     "max_rel_error": world.allreduce(error, op=MPI.MAX)})
+        rows.append(
+            {
+                "n_bytes": int(send.nbytes),
+                "ring_seconds": timings["ring"],
+                "nccl_seconds": timings["nccl"],
+                "max_rel_error": world.allreduce(error, op=MPI.MAX),
+            }
+        )
     if rank == 0:
-        print(json.dumps({"n_ranks": n_ranks, "device": backend.describe(),
-                          "nccl_version": int(nccl.get_version()), "dtype": "float32", "results": rows}))
+        print(
+            json.dumps(
+                {
+                    "n_ranks": n_ranks,
+                    "device": backend.describe(),
+                    "nccl_version": int(nccl.get_version()),
+                    "dtype": "float32",
+                    "results": rows,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -12,94 +12,10 @@ Chunks are ``np.array_split`` pieces: any length works, chunk sizes differ by at
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from mlsys_lab.validation import check_int, check_number
-
-
-class Network:
-    """Point-to-point links between ``n_ranks`` simulated ranks that count every byte."""
-
-    def __init__(self, n_ranks: int) -> None:
-        self.n_ranks = check_int("n_ranks", n_ranks, low=1)
-        self.bytes_sent = np.zeros(self.n_ranks, dtype=np.int64)
-        self.bytes_received = np.zeros(self.n_ranks, dtype=np.int64)
-        self.round_max_bytes: list[int] = []  # the largest message of each round
-
-    @property
-    def steps(self) -> int:
-        """Synchronous rounds so far."""
-        return len(self.round_max_bytes)
-
-    def exchange(self, messages: list[tuple[int, int, np.ndarray]]) -> list[np.ndarray]:
-        """One round: ``messages`` is a list of ``(src, dst, array)``; returns what each dst receives.
-
-        Raises ValueError if a rank sends or receives twice in the round (single-port rule).
-        """
-        if not messages:
-            return []
-        sources = [int(src) for src, _, _ in messages]
-        destinations = [int(dst) for _, dst, _ in messages]
-        for src, dst in zip(sources, destinations):
-            check_int("src", src, low=0, high=self.n_ranks - 1)
-            check_int("dst", dst, low=0, high=self.n_ranks - 1)
-            if src == dst:
-                raise ValueError(f"a rank cannot send to itself (src = dst = {src})")
-        if len(set(sources)) < len(sources) or len(set(destinations)) < len(destinations):
-            raise ValueError("in one round each rank may send at most one message and receive at most one "
-                             f"(sources {sources}, destinations {destinations})")
-        received = []
-        for src, dst, (_, _, array) in zip(sources, destinations, messages):
-            array = np.asarray(array)
-            self.bytes_sent[src] += array.nbytes
-            self.bytes_received[dst] += array.nbytes
-            received.append(array.copy())
-        self.round_max_bytes.append(max(int(np.asarray(a).nbytes) for _, _, a in messages))
-        return received
-
-    def time_seconds(self, alpha: float, beta: float) -> float:
-        """α-β time of the rounds so far: steps·α + β·Σ max bytes per round (β in seconds per byte)."""
-        check_number("alpha", alpha, low=0)
-        check_number("beta", beta, low=0)
-        return self.steps * alpha + beta * float(sum(self.round_max_bytes))
-
-
-@dataclass
-class CollectiveResult:
-    """What a simulated collective returns: one output per rank and the traffic it took."""
-
-    outputs: list[np.ndarray | None]  # None where a rank receives nothing (non-root of reduce)
-    bytes_sent: np.ndarray  # int64, per rank
-    bytes_received: np.ndarray  # int64, per rank
-    steps: int  # synchronous rounds
-    round_max_bytes: tuple[int, ...]
-    snapshots: list[tuple[str, int, list[np.ndarray]]] = field(default_factory=list)  # (phase, step, buffers)
-
-    def time_seconds(self, alpha: float, beta: float) -> float:
-        """α-β time: steps·α + β·Σ largest message of each round (β in seconds per byte)."""
-        check_number("alpha", alpha, low=0)
-        check_number("beta", beta, low=0)
-        return self.steps * alpha + beta * float(sum(self.round_max_bytes))
-
-
-def _result(outputs, net: Network, snapshots=None) -> CollectiveResult:
-    return CollectiveResult(list(outputs), net.bytes_sent.copy(), net.bytes_received.copy(), net.steps,
-                            tuple(net.round_max_bytes), snapshots or [])
-
-
-def _check_buffers(buffers, same_length: bool = True) -> list[np.ndarray]:
-    if not isinstance(buffers, (list, tuple)) or len(buffers) < 1:
-        raise ValueError(f"buffers must be a non-empty list with one 1-D array per rank; got {type(buffers).__name__}")
-    arrays = [np.asarray(b) for b in buffers]
-    for rank, array in enumerate(arrays):
-        if array.ndim != 1:
-            raise ValueError(f"buffers[{rank}] must be a 1-D array; got shape {array.shape}")
-    if same_length and len({(a.shape, a.dtype) for a in arrays}) > 1:
-        raise ValueError("buffers must all have the same length and dtype; got "
-                         f"{sorted({(a.shape[0], str(a.dtype)) for a in arrays})}")
-    return arrays
+from mlsys_lab.collectives.network import CollectiveResult, Network, check_buffers, make_result
+from mlsys_lab.validation import check_int
 
 
 def _check_root(root: int, n_ranks: int) -> int:
@@ -112,7 +28,7 @@ def naive_allreduce(buffers: list[np.ndarray]) -> CollectiveResult:
 
     Rank 0 receives (p−1)·n and sends (p−1)·n bytes: the bottleneck the notes describe.
     """
-    arrays = _check_buffers(buffers)
+    arrays = check_buffers(buffers)
     p, net = len(arrays), Network(len(arrays))
     total = arrays[0].copy()
     for src in range(1, p):
@@ -120,7 +36,7 @@ def naive_allreduce(buffers: list[np.ndarray]) -> CollectiveResult:
     outputs = [total]
     for dst in range(1, p):
         outputs.append(net.exchange([(0, dst, total)])[0])
-    return _result(outputs, net)
+    return make_result(outputs, net)
 
 
 def _ring_reduce_scatter(views: list[list[np.ndarray]], net: Network, offset: int, snapshots=None, work=None):
@@ -131,7 +47,7 @@ def _ring_reduce_scatter(views: list[list[np.ndarray]], net: Network, offset: in
     p = len(views)
     for step in range(p - 1):
         messages = [(r, (r + 1) % p, views[r][(r - step - offset) % p]) for r in range(p)]
-        for (src, dst, _), data in zip(messages, net.exchange(messages)):
+        for (src, dst, _), data in zip(messages, net.exchange(messages), strict=False):
             views[dst][(src - step - offset) % p] += data
         if snapshots is not None:
             snapshots.append(("reduce-scatter", step + 1, [w.copy() for w in work]))
@@ -146,7 +62,7 @@ def ring_allreduce(buffers: list[np.ndarray], record: bool = False) -> Collectiv
     2(p−1)·⌈n/p⌉ elements at most: 2(p−1)/p·n up to chunk rounding. With ``record`` the result
     keeps a snapshot of every rank's buffer after each round (for the step-by-step widget).
     """
-    arrays = _check_buffers(buffers)
+    arrays = check_buffers(buffers)
     p, net = len(arrays), Network(len(arrays))
     work = [a.copy() for a in arrays]
     views = [np.array_split(w, p) for w in work]  # views into work: in-place adds update it
@@ -154,21 +70,23 @@ def ring_allreduce(buffers: list[np.ndarray], record: bool = False) -> Collectiv
     _ring_reduce_scatter(views, net, offset=0, snapshots=snapshots, work=work)
     for step in range(p - 1):  # all-gather: rank r forwards the finished chunk (r + 1 − s)
         messages = [(r, (r + 1) % p, views[r][(r + 1 - step) % p]) for r in range(p)]
-        for (src, dst, _), data in zip(messages, net.exchange(messages)):
+        for (src, dst, _), data in zip(messages, net.exchange(messages), strict=False):
             views[dst][(src + 1 - step) % p][...] = data
         if record:
             snapshots.append(("all-gather", step + 1, [w.copy() for w in work]))
-    return _result(work, net, snapshots)
+    return make_result(work, net, snapshots)
 
 
 def _binomial_reduce(work: list[np.ndarray], net: Network, root: int) -> None:
-    """Binomial tree: ⌈log2 p⌉ rounds; at round k, relative rank r with r mod 2^(k+1) = 2^k sends to r − 2^k."""
+    """Binomial tree: ⌈log2 p⌉ rounds; in round k, relative rank r ≡ 2^k (mod 2^(k+1)) sends to r − 2^k."""
     p = len(work)
     mask = 1
     while mask < p:
-        messages = [((rel + root) % p, (rel - mask + root) % p, work[(rel + root) % p])
-                    for rel in range(mask, p, 2 * mask)]
-        for (_, dst, _), data in zip(messages, net.exchange(messages)):
+        messages = [
+            ((rel + root) % p, (rel - mask + root) % p, work[(rel + root) % p])
+            for rel in range(mask, p, 2 * mask)
+        ]
+        for (_, dst, _), data in zip(messages, net.exchange(messages), strict=False):
             work[dst] += data
         mask *= 2
 
@@ -181,20 +99,22 @@ def _binomial_broadcast(work: list[np.ndarray], net: Network, root: int) -> None
         mask *= 2
     while mask > 1:
         mask //= 2
-        messages = [((rel + root) % p, (rel + mask + root) % p, work[(rel + root) % p])
-                    for rel in range(0, p - mask, 2 * mask)]
-        for (_, dst, _), data in zip(messages, net.exchange(messages)):
+        messages = [
+            ((rel + root) % p, (rel + mask + root) % p, work[(rel + root) % p])
+            for rel in range(0, p - mask, 2 * mask)
+        ]
+        for (_, dst, _), data in zip(messages, net.exchange(messages), strict=False):
             work[dst][...] = data
 
 
 def tree_allreduce(buffers: list[np.ndarray]) -> CollectiveResult:
     """Binomial-tree reduce to rank 0, then binomial broadcast: 2⌈log2 p⌉ rounds of n bytes."""
-    arrays = _check_buffers(buffers)
+    arrays = check_buffers(buffers)
     net = Network(len(arrays))
     work = [a.copy() for a in arrays]
     _binomial_reduce(work, net, root=0)
     _binomial_broadcast(work, net, root=0)
-    return _result(work, net)
+    return make_result(work, net)
 
 
 def halving_doubling_allreduce(buffers: list[np.ndarray]) -> CollectiveResult:
@@ -204,12 +124,14 @@ def halving_doubling_allreduce(buffers: list[np.ndarray]) -> CollectiveResult:
     p − 2^k extra ranks first hand their buffer to a partner and get the result back at the end:
     two more rounds of n bytes.
     """
-    arrays = _check_buffers(buffers)
+    arrays = check_buffers(buffers)
     p, net = len(arrays), Network(len(arrays))
     work = [a.copy() for a in arrays]
     p2 = 1 << (p.bit_length() - 1)  # largest power of two <= p
     extras = [(r, r - p2) for r in range(p2, p)]
-    for (_, partner), data in zip(extras, net.exchange([(src, dst, work[src]) for src, dst in extras])):
+    for (_, partner), data in zip(
+        extras, net.exchange([(src, dst, work[src]) for src, dst in extras]), strict=False
+    ):
         work[partner] += data
     lo, hi = [0] * p2, [len(work[0])] * p2  # the segment [lo, hi) each rank is responsible for
     history = []
@@ -220,21 +142,21 @@ def halving_doubling_allreduce(buffers: list[np.ndarray]) -> CollectiveResult:
         for r in range(p2):
             mid = (lo[r] + hi[r]) // 2
             send, kept = ((mid, hi[r]), (lo[r], mid)) if r & distance == 0 else ((lo[r], mid), (mid, hi[r]))
-            messages.append((r, r ^ distance, work[r][send[0]:send[1]]))
+            messages.append((r, r ^ distance, work[r][send[0] : send[1]]))
             keep.append(kept)
-        for (_, dst, _), data in zip(messages, net.exchange(messages)):
-            work[dst][keep[dst][0]:keep[dst][1]] += data
+        for (_, dst, _), data in zip(messages, net.exchange(messages), strict=False):
+            work[dst][keep[dst][0] : keep[dst][1]] += data
         lo, hi = [k[0] for k in keep], [k[1] for k in keep]
         distance //= 2
     for distance, old_lo, old_hi in reversed(history):  # recursive doubling: swap finished segments
-        messages = [(r, r ^ distance, work[r][lo[r]:hi[r]]) for r in range(p2)]
-        for (src, dst, _), data in zip(messages, net.exchange(messages)):
-            work[dst][lo[src]:hi[src]] = data
+        messages = [(r, r ^ distance, work[r][lo[r] : hi[r]]) for r in range(p2)]
+        for (src, dst, _), data in zip(messages, net.exchange(messages), strict=False):
+            work[dst][lo[src] : hi[src]] = data
         lo, hi = old_lo, old_hi
     back = [(partner, extra, work[partner]) for extra, partner in extras]
-    for (_, extra, _), data in zip(back, net.exchange(back)):
+    for (_, extra, _), data in zip(back, net.exchange(back), strict=False):
         work[extra] = data
-    return _result(work, net)
+    return make_result(work, net)
 
 
 ALLREDUCE_ALGORITHMS = {
@@ -248,46 +170,46 @@ ALLREDUCE_ALGORITHMS = {
 # --- the other collectives ------------------------------------------------------------------------
 def reduce_scatter(buffers: list[np.ndarray]) -> CollectiveResult:
     """Ring reduce-scatter: rank r ends with chunk r of the sum (``np.array_split(sum, p)[r]``)."""
-    arrays = _check_buffers(buffers)
+    arrays = check_buffers(buffers)
     p, net = len(arrays), Network(len(arrays))
     work = [a.copy() for a in arrays]
     views = [np.array_split(w, p) for w in work]
     _ring_reduce_scatter(views, net, offset=1)
-    return _result([views[r][r].copy() for r in range(p)], net)
+    return make_result([views[r][r].copy() for r in range(p)], net)
 
 
 def all_gather(buffers: list[np.ndarray]) -> CollectiveResult:
     """Ring all-gather: every rank ends with the concatenation of all ranks' buffers (any lengths)."""
-    arrays = _check_buffers(buffers, same_length=False)
+    arrays = check_buffers(buffers, same_length=False)
     p, net = len(arrays), Network(len(arrays))
     blocks = [[None] * p for _ in range(p)]
     for r in range(p):
         blocks[r][r] = arrays[r].copy()
     for step in range(p - 1):
         messages = [(r, (r + 1) % p, blocks[r][(r - step) % p]) for r in range(p)]
-        for (src, dst, _), data in zip(messages, net.exchange(messages)):
+        for (src, dst, _), data in zip(messages, net.exchange(messages), strict=False):
             blocks[dst][(src - step) % p] = data
-    return _result([np.concatenate(b) for b in blocks], net)
+    return make_result([np.concatenate(b) for b in blocks], net)
 
 
 def broadcast(buffers: list[np.ndarray], root: int = 0) -> CollectiveResult:
     """Binomial-tree broadcast of ``buffers[root]``: ⌈log2 p⌉ rounds of n bytes."""
-    arrays = _check_buffers(buffers)
+    arrays = check_buffers(buffers)
     root = _check_root(root, len(arrays))
     net = Network(len(arrays))
     work = [a.copy() for a in arrays]
     _binomial_broadcast(work, net, root)
-    return _result(work, net)
+    return make_result(work, net)
 
 
 def reduce(buffers: list[np.ndarray], root: int = 0) -> CollectiveResult:
     """Binomial-tree reduce: ``outputs[root]`` is the sum, the other outputs are None."""
-    arrays = _check_buffers(buffers)
+    arrays = check_buffers(buffers)
     root = _check_root(root, len(arrays))
     net = Network(len(arrays))
     work = [a.copy() for a in arrays]
     _binomial_reduce(work, net, root)
-    return _result([work[r] if r == root else None for r in range(len(work))], net)
+    return make_result([work[r] if r == root else None for r in range(len(work))], net)
 
 
 def all_to_all(buffers: list[np.ndarray]) -> CollectiveResult:
@@ -296,7 +218,7 @@ def all_to_all(buffers: list[np.ndarray]) -> CollectiveResult:
     p−1 rounds; in round k rank r sends to r+k and receives from r−k. Output j concatenates the
     blocks addressed to j in rank order.
     """
-    arrays = _check_buffers(buffers, same_length=False)
+    arrays = check_buffers(buffers, same_length=False)
     p, net = len(arrays), Network(len(arrays))
     blocks = [np.array_split(a, p) for a in arrays]
     inbox = [[None] * p for _ in range(p)]
@@ -304,6 +226,21 @@ def all_to_all(buffers: list[np.ndarray]) -> CollectiveResult:
         inbox[r][r] = blocks[r][r].copy()
     for shift in range(1, p):
         messages = [(r, (r + shift) % p, blocks[r][(r + shift) % p]) for r in range(p)]
-        for (src, dst, _), data in zip(messages, net.exchange(messages)):
+        for (src, dst, _), data in zip(messages, net.exchange(messages), strict=False):
             inbox[dst][src] = data
-    return _result([np.concatenate(b) for b in inbox], net)
+    return make_result([np.concatenate(b) for b in inbox], net)
+
+
+def ring_contributions(n_ranks: int) -> list[tuple[str, int, np.ndarray]]:
+    """Round by round, who has summed what: (phase, round, counts), counts[r, c] = inputs in rank r's chunk c.
+
+    Runs :func:`ring_allreduce` on one-hot bit masks (rank r contributes 2^r to every chunk, one
+    element per chunk) and counts the set bits. Round 0 is the start; 2(p−1) rounds follow.
+    """
+    p = check_int("n_ranks", n_ranks, low=1, high=62)
+    result = ring_allreduce([np.full(p, 1 << r, dtype=np.int64) for r in range(p)], record=True)
+    bits = 1 << np.arange(p, dtype=np.int64)
+    return [
+        (phase, step, ((np.array(values)[:, :, None] & bits) != 0).sum(axis=2))
+        for phase, step, values in result.snapshots
+    ]

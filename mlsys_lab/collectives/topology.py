@@ -45,12 +45,31 @@ class Topology:
     edges: tuple[tuple[int, int, float], ...]  # (u, v, capacity in links)
     positions: np.ndarray  # (n_vertices, 2) for drawing
 
+    def segments(self) -> list[tuple[np.ndarray, float]]:
+        """(polyline, capacity) pairs for drawing; a torus link that wraps around is drawn as two stubs."""
+        lines = []
+        for u, v, capacity in self.edges:
+            start, end = self.positions[u], self.positions[v]
+            step = end - start
+            length = float(np.hypot(*step))
+            if length <= 1.5 or not self.name.startswith("torus"):
+                lines.append((np.array([start, end]), capacity))
+            else:  # leave the grid on one side, come back on the other
+                outward = 0.35 * step / length
+                lines += [
+                    (np.array([start, start - outward]), capacity),
+                    (np.array([end, end + outward]), capacity),
+                ]
+        return lines
+
 
 def _side(n: int, dims: int, name: str) -> int:
     k = round(n ** (1 / dims))
     if k**dims != n or k % 2 or k < 2:
         examples = ", ".join(str(s**dims) for s in (2, 4, 6, 8))
-        raise ValueError(f"n_nodes for {name} must be k^{dims} with an even side k (allowed: {examples}, ...); got {n}")
+        raise ValueError(
+            f"n_nodes for {name} must be k^{dims} with an even side k (allowed: {examples}, ...); got {n}"
+        )
     return k
 
 
@@ -121,7 +140,11 @@ def build(topology: str, n_nodes: int) -> Topology:
     if topology in ("ring", "fully_connected"):
         angle = 2 * np.pi * np.arange(n) / n
         positions = np.stack([np.sin(angle), np.cos(angle)], axis=1)
-        pairs = [(i, (i + 1) % n) for i in range(n)] if topology == "ring" else itertools.combinations(range(n), 2)
+        pairs = (
+            [(i, (i + 1) % n) for i in range(n)]
+            if topology == "ring"
+            else itertools.combinations(range(n), 2)
+        )
         return Topology(topology, n, n, tuple((u, v, 1.0) for u, v in pairs), positions)
     if topology in ("tree", "fat_tree"):
         return _build_tree(topology, n)
@@ -134,7 +157,7 @@ def _build_tree(topology: str, n: int) -> Topology:
     level_nodes, level, next_id = list(range(n)), 0, n
     while len(level_nodes) > 1:
         parents = []
-        for left, right in zip(level_nodes[0::2], level_nodes[1::2]):
+        for left, right in zip(level_nodes[0::2], level_nodes[1::2], strict=False):
             capacity = 2.0**level if topology == "fat_tree" else 1.0
             edges += [(left, next_id, capacity), (right, next_id, capacity)]
             positions.append(((positions[left][0] + positions[right][0]) / 2, level + 1.0))
@@ -180,19 +203,20 @@ def graph_diameter(topo: Topology) -> int:
                 if hops[v] < 0:
                     hops[v] = hops[u] + 1
                     queue.append(v)
-        longest = max(longest, max(hops[:topo.n_nodes]))
+        longest = max(longest, max(hops[: topo.n_nodes]))
     return longest
 
 
 def brute_force_bisection_links(topo: Topology) -> float:
-    """Minimum cut capacity over all equal splits of the hosts (switches on either side): small graphs only."""
+    """Minimum cut over all equal splits of the hosts (switches on either side): small graphs only."""
     n, n_switches = topo.n_nodes, topo.n_vertices - topo.n_nodes
     if n > 16 or n_switches > 15:
         raise ValueError(f"brute force is for at most 16 hosts and 15 switches; got {n} and {n_switches}")
     edges = np.array([(u, v) for u, v, _ in topo.edges])
     capacity = np.array([c for _, _, c in topo.edges])
     best = float("inf")
-    switch_sides = np.array(list(itertools.product((0, 1), repeat=n_switches)), dtype=bool).reshape(-1, n_switches)
+    assignments = list(itertools.product((False, True), repeat=n_switches))
+    switch_sides = np.array(assignments, dtype=bool).reshape(len(assignments), n_switches)
     for half in itertools.combinations(range(1, n), n // 2 - 1):  # host 0 always on side 1
         side = np.zeros((len(switch_sides), topo.n_vertices), dtype=bool)
         side[:, [0, *half]] = True

@@ -1,4 +1,4 @@
-"""Code generation for fused nodes: one loop for a chain of elementwise ops, one kernel for attention.
+"""Code generation for fused nodes: one generated loop (CPU) or kernel (GPU) for a chain of elementwise ops.
 
 Fusing ``y = tanh(a * b + c)`` means generating *one* kernel that reads a, b, c once and writes y once,
 instead of three kernels that each write an intermediate to memory and read it back (TorchInductor and
@@ -27,17 +27,36 @@ from mlsys_lab.graph.ir import Node
 
 # Scalar expression templates per op, for the CPU (numba, Python syntax) and GPU (CUDA C, type T) targets.
 CPU_TEMPLATES = {
-    "neg": "-({0})", "exp": "math.exp({0})", "log": "math.log({0})", "tanh": "math.tanh({0})",
-    "sqrt": "math.sqrt({0})", "square": "({0}) * ({0})", "relu": "max({0}, 0.0)",
+    "neg": "-({0})",
+    "exp": "math.exp({0})",
+    "log": "math.log({0})",
+    "tanh": "math.tanh({0})",
+    "sqrt": "math.sqrt({0})",
+    "square": "({0}) * ({0})",
+    "relu": "max({0}, 0.0)",
     "sigmoid": "1.0 / (1.0 + math.exp(-({0})))",
     "gelu": "0.5 * {0} * (1.0 + math.tanh(0.7978845608028654 * ({0} + 0.044715 * {0} * {0} * {0})))",
-    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}", "maximum": "max({0}, {1})",
+    "add": "{0} + {1}",
+    "sub": "{0} - {1}",
+    "mul": "{0} * {1}",
+    "div": "{0} / {1}",
+    "maximum": "max({0}, {1})",
 }
 GPU_TEMPLATES = {
-    "neg": "-({0})", "exp": "exp({0})", "log": "log({0})", "tanh": "tanh({0})", "sqrt": "sqrt({0})",
-    "square": "({0}) * ({0})", "relu": "max({0}, (T)0)", "sigmoid": "(T)1 / ((T)1 + exp(-({0})))",
+    "neg": "-({0})",
+    "exp": "exp({0})",
+    "log": "log({0})",
+    "tanh": "tanh({0})",
+    "sqrt": "sqrt({0})",
+    "square": "({0}) * ({0})",
+    "relu": "max({0}, (T)0)",
+    "sigmoid": "(T)1 / ((T)1 + exp(-({0})))",
     "gelu": "(T)0.5 * {0} * ((T)1 + tanh((T)0.7978845608028654 * ({0} + (T)0.044715 * {0} * {0} * {0})))",
-    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}", "maximum": "max({0}, {1})",
+    "add": "{0} + {1}",
+    "sub": "{0} - {1}",
+    "mul": "{0} * {1}",
+    "div": "{0} / {1}",
+    "maximum": "max({0}, {1})",
 }
 
 _CACHE: dict[str, Any] = {}
@@ -61,7 +80,7 @@ def _literal(value: float, target: str) -> str:
     if math.isfinite(value):
         return f"{value!r}" if target == "cpu" else f"((T){value!r})"
     sign = "-" if value < 0 else ""
-    return f"{sign}math.inf" if target == "cpu" else f"({sign}INFINITY)"
+    return f"{sign}math.inf" if target == "cpu" else f"({sign}__int_as_float(0x7f800000))"
 
 
 def _body(nodes: list[Node], consts: dict[str, float], inputs: tuple[str, ...], target: str) -> list[str]:
@@ -77,27 +96,53 @@ def _body(nodes: list[Node], consts: dict[str, float], inputs: tuple[str, ...], 
     return lines
 
 
-def elementwise_kernel(nodes: list[Node], consts: dict[str, float], inputs: tuple[str, ...],
-                       outputs: tuple[str, ...], shape: tuple[int, ...], dtype: str = "float32",
-                       target: str | None = None) -> FusedKernel:
+def elementwise_kernel(
+    nodes: list[Node],
+    consts: dict[str, float],
+    inputs: tuple[str, ...],
+    input_shapes: list[tuple[int, ...]],
+    outputs: tuple[str, ...],
+    shape: tuple[int, ...],
+    dtype: str = "float32",
+    target: str | None = None,
+) -> FusedKernel:
     """Generate one kernel computing ``nodes`` (in order) elementwise over ``shape``.
 
-    ``inputs`` are the tensors read from memory (broadcast to ``shape``), ``consts`` scalar constants
+    ``inputs`` are the tensors read from memory (of ``input_shapes``, broadcast to ``shape``),
+    ``consts`` scalar constants
     inlined into the code, ``outputs`` the nodes written back. ``target``: "cpu" (numba) or "gpu" (CuPy),
     default: the backend's.
     """
     target = target or ("gpu" if backend.on_gpu else "cpu")
     if target == "gpu":
-        return _gpu_kernel(nodes, consts, inputs, outputs, shape)
-    return _cpu_kernel(nodes, consts, inputs, outputs, shape, dtype)
+        return _gpu_kernel(nodes, consts, inputs, outputs, shape, input_shapes)
+    return _cpu_kernel(nodes, consts, inputs, outputs, shape, dtype, input_shapes)
 
 
-def _cpu_kernel(nodes, consts, inputs, outputs, shape, dtype) -> FusedKernel:
-    args = [f"x{i}_2d" for i in range(len(inputs))] + [f"out{i}" for i in range(len(outputs))]
-    lines = [f"def fused_kernel({', '.join(args)}):",
-             "    for i in range(out0.shape[0]):",
-             "        for j in range(out0.shape[1]):"]
-    lines += [f"            x{i} = x{i}_2d[i, j]" for i in range(len(inputs))]
+def _index_pattern(input_shape: tuple[int, ...], shape: tuple[int, ...], cols: int) -> str:
+    """How the loop reads an input: ``full`` [i, j], ``row`` [j] (a bias over the last
+    axis), else ``broadcast``."""
+    if tuple(input_shape) == tuple(shape):
+        return "full"
+    if len(input_shape) >= 1 and input_shape[-1] == cols and all(d == 1 for d in input_shape[:-1]):
+        return "row"
+    return "broadcast"
+
+
+def _cpu_kernel(nodes, consts, inputs, outputs, shape, dtype, input_shapes) -> FusedKernel:
+    cols = shape[-1] if shape else 1
+    rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
+    patterns = [_index_pattern(s, shape, cols) for s in input_shapes]
+    args = [f"in{i}" for i in range(len(inputs))] + [f"out{i}" for i in range(len(outputs))]
+    lines = [
+        f"def fused_kernel({', '.join(args)}):",
+        "    for i in range(out0.shape[0]):",
+        "        for j in range(out0.shape[1]):",
+    ]
+    lines += [
+        f"            x{i} = in{i}[j]" if p == "row" else f"            x{i} = in{i}[i, j]"
+        for i, p in enumerate(patterns)
+    ]
     lines += ["            " + line for line in _body(nodes, consts, inputs, "cpu")]
     lines += [f"            out{i}[i, j] = v_{name}" for i, name in enumerate(outputs)]
     source = "\n".join(lines)
@@ -106,13 +151,20 @@ def _cpu_kernel(nodes, consts, inputs, outputs, shape, dtype) -> FusedKernel:
 
         namespace: dict[str, Any] = {"math": math}
         exec(compile(source, "<fused_kernel>", "exec"), namespace)  # noqa: S102  (our own generated code)
-        _CACHE[source] = numba.njit(cache=False)(namespace["fused_kernel"])
+        # error_model="numpy": no ZeroDivisionError checks, so the loop can be vectorised (SIMD).
+        _CACHE[source] = numba.njit(cache=False, error_model="numpy")(namespace["fused_kernel"])
     jitted = _CACHE[source]
-    cols = shape[-1] if shape else 1
-    rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
+
+    def view(array, pattern):
+        array = np.asarray(array, dtype=dtype)
+        if pattern == "full":
+            return np.ascontiguousarray(array).reshape(rows, cols)
+        if pattern == "row":
+            return np.ascontiguousarray(array).reshape(cols)
+        return np.broadcast_to(array, shape).reshape(rows, cols)
 
     def run(*arrays):
-        views = [np.broadcast_to(np.asarray(a, dtype=dtype), shape).reshape(rows, cols) for a in arrays]
+        views = [view(a, p) for a, p in zip(arrays, patterns, strict=True)]
         outs = [np.empty(shape, dtype=dtype) for _ in outputs]
         jitted(*views, *[o.reshape(rows, cols) for o in outs])
         return tuple(outs) if len(outs) > 1 else outs[0]
@@ -120,95 +172,95 @@ def _cpu_kernel(nodes, consts, inputs, outputs, shape, dtype) -> FusedKernel:
     return FusedKernel(source, tuple(inputs), tuple(outputs), tuple(shape), run)
 
 
-def _gpu_kernel(nodes, consts, inputs, outputs, shape) -> FusedKernel:
-    body = _body(nodes, consts, inputs, "gpu")
-    body += [f"out{i} = v_{name};" for i, name in enumerate(outputs)]
-    in_params = ", ".join(f"T x{i}" for i in range(len(inputs)))
-    out_params = ", ".join(f"T out{i}" for i in range(len(outputs)))
-    operation = "\n".join(body)
-    source = f"// in: {in_params}\n// out: {out_params}\n{operation}"
+def _gpu_kernel(nodes, consts, inputs, outputs, shape, input_shapes) -> FusedKernel:
+    """A CUDA kernel over float4 vectors (16-byte loads and stores keep enough bytes in flight to reach the
+    copy bandwidth, which one float per thread does not), grid-stride loop; a bias over the last axis is
+    read as b[i % cols]. Falls back to a CuPy ElementwiseKernel when the size is not a multiple of 4."""
+    cols = shape[-1] if shape else 1
+    patterns = [_index_pattern(s, shape, cols) for s in input_shapes]
+    params = [
+        f"const float* __restrict__ b{i}" if p == "row" else f"const float4* __restrict__ in{i}"
+        for i, p in enumerate(patterns)
+    ]
+    params += [f"float4* __restrict__ out{i}" for i in range(len(outputs))]
+    loads = [f"        const float4 q{i} = in{i}[v];" for i, p in enumerate(patterns) if p != "row"]
+    lane = []
+    for i, p in enumerate(patterns):
+        lane.append(
+            f"            const T x{i} = b{i}[(v * 4 + c) % {cols}];"
+            if p == "row"
+            else f"            const T x{i} = reinterpret_cast<const float*>(&q{i})[c];"
+        )
+    lane += ["            " + line for line in _body(nodes, consts, inputs, "gpu")]
+    lane += [f"            reinterpret_cast<float*>(&r{i})[c] = v_{name};" for i, name in enumerate(outputs)]
+    source = "\n".join(
+        [
+            "typedef float T;",
+            f'extern "C" __global__ void fused_kernel({", ".join(params)}, long long n_vectors) {{',
+            "    for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < n_vectors;",
+            "         v += (long long)gridDim.x * blockDim.x) {",
+            *loads,
+            *[f"        float4 r{i};" for i in range(len(outputs))],
+            "#pragma unroll",
+            "        for (int c = 0; c < 4; ++c) {",
+            *lane,
+            "        }",
+            *[f"        out{i}[v] = r{i};" for i in range(len(outputs))],
+            "    }",
+            "}",
+        ]
+    )
     if source not in _CACHE:
-        name = "fused_" + hashlib.sha1(source.encode()).hexdigest()[:12]
-        _CACHE[source] = xp.ElementwiseKernel(in_params, out_params, operation, name)
+        _CACHE[source] = xp.RawKernel(source, "fused_kernel", options=("-std=c++17",))
     kernel = _CACHE[source]
+    size = int(np.prod(shape, dtype=np.int64))
+    if size % 4:
+        return _gpu_elementwise_kernel(nodes, consts, inputs, outputs, shape, patterns, cols, source)
+
+    def flat(array, pattern):
+        if pattern == "row":
+            return xp.ascontiguousarray(array, dtype=xp.float32).reshape(cols)
+        array = xp.ascontiguousarray(xp.broadcast_to(array, shape), dtype=xp.float32).reshape(size)
+        return array if array.data.ptr % 16 == 0 else array.copy()  # float4 loads need 16-byte alignment
 
     def run(*arrays):
         outs = [xp.empty(shape, dtype=xp.float32) for _ in outputs]
-        kernel(*[xp.broadcast_to(a, shape) for a in arrays], *outs)
+        n_vectors = size // 4
+        threads = 256
+        blocks = min((n_vectors + threads - 1) // threads, 1 << 20)
+        kernel(
+            (blocks,),
+            (threads,),
+            (*[flat(a, p) for a, p in zip(arrays, patterns, strict=True)], *outs, np.int64(n_vectors)),
+        )
         return tuple(outs) if len(outs) > 1 else outs[0]
 
     return FusedKernel(source, tuple(inputs), tuple(outputs), tuple(shape), run)
 
 
-# --- fused attention ---------------------------------------------------------------------------------
+def _gpu_elementwise_kernel(nodes, consts, inputs, outputs, shape, patterns, cols, raw_source) -> FusedKernel:
+    params = [f"raw T b{i}" if p == "row" else f"T x{i}" for i, p in enumerate(patterns)]
+    body = [f"T x{i} = b{i}[i % {cols}];" for i, p in enumerate(patterns) if p == "row"]
+    body += _body(nodes, consts, inputs, "gpu")
+    body += [f"out{i} = v_{name};" for i, name in enumerate(outputs)]
+    in_params, out_params = ", ".join(params), ", ".join(f"T out{i}" for i in range(len(outputs)))
+    operation = "\n".join(body)
+    key = f"// in: {in_params}\n// out: {out_params}\n{operation}"
+    if key not in _CACHE:
+        name = "fused_" + hashlib.sha1(key.encode()).hexdigest()[:12]
+        _CACHE[key] = xp.ElementwiseKernel(in_params, out_params, operation, name)
+    kernel = _CACHE[key]
+    size = int(np.prod(shape, dtype=np.int64))
 
-ATTENTION_CPU_SOURCE = '''
-def attention_rows(q, k, v, out, scale, causal):
-    """One query row at a time: its scores live in a length-S buffer, never in an S×S matrix."""
-    bh, s_q, d = q.shape
-    s_k = k.shape[1]
-    scores = np.empty(s_k, dtype=np.float32)
-    for b in range(bh):
-        for i in range(s_q):
-            j_end = min(s_k, i + 1 + s_k - s_q) if causal else s_k
-            row_max = -np.inf
-            for j in range(j_end):
-                dot = np.float32(0.0)
-                for t in range(d):
-                    dot += q[b, i, t] * k[b, j, t]
-                scores[j] = dot * scale
-                row_max = max(row_max, scores[j])
-            total = np.float32(0.0)
-            for j in range(j_end):
-                scores[j] = np.exp(scores[j] - row_max)
-                total += scores[j]
-            for t in range(d):
-                out[b, i, t] = 0.0
-            for j in range(j_end):
-                p = scores[j] / total
-                for t in range(d):
-                    out[b, i, t] += p * v[b, j, t]
-'''
+    def run(*arrays):
+        outs = [xp.empty(shape, dtype=xp.float32) for _ in outputs]
+        ins = [
+            xp.ascontiguousarray(a).reshape(cols)
+            if p == "row"
+            else xp.ascontiguousarray(xp.broadcast_to(a, shape)).reshape(size)
+            for a, p in zip(arrays, patterns, strict=True)
+        ]
+        kernel(*ins, *[o.reshape(size) for o in outs])
+        return tuple(outs) if len(outs) > 1 else outs[0]
 
-
-def fused_attention(q: Any, k: Any, v: Any, scale: float, causal: bool = False) -> Any:
-    """softmax(q·kᵀ·scale [+ causal mask])·v without materialising the S×S score matrix.
-
-    Shapes: q [..., S_q, D], k and v [..., S_k, D] -> [..., S_q, D]. On the GPU a CUDA kernel with one warp
-    per query row and an online softmax (Milakov & Gimelshein 2018; the inner loop of FlashAttention,
-    Dao et al. 2022); on the CPU a numba loop with one row of scores at a time.
-    """
-    lead, (s_q, d), s_k = q.shape[:-2], q.shape[-2:], k.shape[-2]
-    bh = int(np.prod(lead, dtype=np.int64)) if lead else 1
-    q3 = xp.ascontiguousarray(q.reshape(bh, s_q, d), dtype=xp.float32)
-    k3 = xp.ascontiguousarray(k.reshape(bh, s_k, d), dtype=xp.float32)
-    v3 = xp.ascontiguousarray(v.reshape(bh, s_k, d), dtype=xp.float32)
-    out = xp.empty((bh, s_q, d), dtype=xp.float32)
-    if backend.on_gpu:
-        _attention_gpu(q3, k3, v3, out, scale, causal)
-    else:
-        _attention_cpu()(q3, k3, v3, out, np.float32(scale), bool(causal))
-    return out.reshape(*lead, s_q, d)
-
-
-def _attention_cpu():
-    if "attention_cpu" not in _CACHE:
-        import numba  # noqa: PLC0415
-
-        namespace: dict[str, Any] = {"np": np}
-        exec(compile(ATTENTION_CPU_SOURCE, "<attention_rows>", "exec"), namespace)  # noqa: S102
-        _CACHE["attention_cpu"] = numba.njit(fastmath=True, cache=False)(namespace["attention_rows"])
-    return _CACHE["attention_cpu"]
-
-
-def _attention_gpu(q3, k3, v3, out, scale: float, causal: bool) -> None:
-    from mlsys_lab.kernels.loader import blocks_for, kernel  # noqa: PLC0415
-
-    bh, s_q, d = q3.shape
-    if d > 128:
-        raise ValueError(f"head_dim must be <= 128 for the GPU attention kernel; got {d}")
-    warps_per_block = 4
-    launch = kernel("attention_rowwise.cu", "attention_rowwise")
-    launch((blocks_for(bh * s_q, warps_per_block),), (32 * warps_per_block,),
-           (q3, k3, v3, out, np.int32(bh), np.int32(s_q), np.int32(k3.shape[1]), np.int32(d),
-            np.float32(scale), np.int32(bool(causal))))
+    return FusedKernel(key, tuple(inputs), tuple(outputs), tuple(shape), run)

@@ -61,19 +61,33 @@ def build_plan(graph: Graph) -> CompiledGraph:
             last_reader[name] = node.name
     keep = set(graph.inputs) | set(graph.outputs)
     compiled = CompiledGraph(graph, n_slots=len(slot), output_slots=tuple(slot[o] for o in graph.outputs))
-    const_steps = [(lambda v, a: a["value"], (), slot[name], {"value": value}, ()) for name, value in consts.items()]
+    const_steps = [
+        (lambda v, a: a["value"], (), slot[name], {"value": value}, ()) for name, value in consts.items()
+    ]
     compiled.steps.extend(const_steps)
     for node in graph.nodes:
         if node.op in ("input", "const"):
             continue
-        frees = tuple(slot[name] for name in dict.fromkeys(node.inputs)
-                      if last_reader[name] == node.name and name not in keep and name not in consts)
-        compiled.steps.append((IMPLEMENTATIONS[node.op], tuple(slot[i] for i in node.inputs), slot[node.name],
-                               node.attrs, frees))
+        frees = tuple(
+            slot[name]
+            for name in dict.fromkeys(node.inputs)
+            if last_reader[name] == node.name and name not in keep and name not in consts
+        )
+        compiled.steps.append(
+            (
+                IMPLEMENTATIONS[node.op],
+                tuple(slot[i] for i in node.inputs),
+                slot[node.name],
+                node.attrs,
+                frees,
+            )
+        )
     return compiled
 
 
-def compile_graph(graph: Graph, passes: Sequence[Callable[[Graph], Graph]] = graph_passes.PIPELINE) -> CompiledGraph:
+def compile_graph(
+    graph: Graph, passes: Sequence[Callable[[Graph], Graph]] = graph_passes.PIPELINE
+) -> CompiledGraph:
     """Apply ``passes`` in order (default: replacement, dead code, fusion, reordering) and build the plan."""
     for graph_pass in passes:
         graph = graph_pass(graph)
@@ -95,7 +109,11 @@ class CompiledFunction:
     def guards(self) -> list[str]:
         """One guard per cached plan, as torch.compile prints them."""
         names = list(self.fn.__code__.co_varnames[: self.fn.__code__.co_argcount])
-        return [" and ".join(f"{n}.shape == {shape}" for n, (shape, _) in zip(names, key)) for key in self.cache]
+        guards = []
+        for key in self.cache:
+            checks = [f"{n}.shape == {shape}" for n, (shape, _) in zip(names, key, strict=True)]
+            guards.append(" and ".join(checks))
+        return guards
 
     def __call__(self, *arrays: Any) -> Any:
         key = self.signature(arrays)
@@ -107,7 +125,8 @@ class CompiledFunction:
         return plan.run_unchecked(*arrays)
 
 
-def compile_function(fn: Callable[..., Any],
-                     passes: Sequence[Callable[[Graph], Graph]] = graph_passes.PIPELINE) -> CompiledFunction:
+def compile_function(
+    fn: Callable[..., Any], passes: Sequence[Callable[[Graph], Graph]] = graph_passes.PIPELINE
+) -> CompiledFunction:
     """Compile ``fn`` lazily: trace + passes + plan on the first call of each input signature."""
     return CompiledFunction(fn, passes)

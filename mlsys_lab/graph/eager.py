@@ -79,11 +79,13 @@ def check_inputs(graph: Graph, arrays: tuple) -> None:
     """Every array must match the shape its input node was traced with (a shape guard)."""
     if len(arrays) != len(graph.inputs):
         raise ValueError(f"the graph takes {len(graph.inputs)} inputs; got {len(arrays)}")
-    for name, array in zip(graph.inputs, arrays):
+    for name, array in zip(graph.inputs, arrays, strict=True):
         node = graph.node(name)
         if tuple(array.shape) != node.shape:
-            raise ValueError(f"input {node.attrs.get('param', name)} must have shape {node.shape} (traced); "
-                             f"got {tuple(array.shape)}")
+            raise ValueError(
+                f"input {node.attrs.get('param', name)} must have shape {node.shape} (traced); "
+                f"got {tuple(array.shape)}"
+            )
 
 
 def run_eager(graph: Graph, *arrays: Any, stats: list | None = None) -> Any:
@@ -97,7 +99,8 @@ def run_eager(graph: Graph, *arrays: Any, stats: list | None = None) -> Any:
     for index, node in enumerate(graph.nodes):
         for name in node.inputs:
             last_use[name] = index
-    values: dict[str, Any] = dict(zip(graph.inputs, arrays))
+    by_name = {node.name: node for node in graph.nodes}
+    values: dict[str, Any] = dict(zip(graph.inputs, arrays, strict=True))
     live = peak = 0
     kernels = 0
     for index, node in enumerate(graph.nodes):
@@ -114,7 +117,7 @@ def run_eager(graph: Graph, *arrays: Any, stats: list | None = None) -> Any:
             peak = max(peak, live)
         for name in set(node.inputs):
             if last_use[name] == index and name not in graph.outputs and name not in graph.inputs:
-                producer = graph.node(name)
+                producer = by_name[name]
                 if producer.op not in ("const", "reshape"):
                     live -= producer.n_bytes
                 del values[name]

@@ -99,6 +99,7 @@ def reduce_sum(x):
 def layernorm(x, weight, bias, eps: float = 1e-5):
     """(x - mean) / sqrt(var + eps) · weight + bias over the last axis (Ba, Kiros & Hinton 2016)."""
     if isinstance(x, Proxy):
-        return x.tracer.add("layernorm", (x.node.name, weight.node.name, bias.node.name), x.shape, x.node.dtype,
-                            eps=eps)
+        return x.tracer.add(
+            "layernorm", (x.node.name, weight.node.name, bias.node.name), x.shape, x.node.dtype, eps=eps
+        )
     return IMPLEMENTATIONS["layernorm"]([x, weight, bias], {"eps": eps})

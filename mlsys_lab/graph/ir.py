@@ -24,11 +24,21 @@ from mlsys_lab.validation import check_int
 # op -> class of the notes. Elementwise ops can be fused into one generated loop.
 UNARY = ("neg", "exp", "log", "tanh", "sqrt", "relu", "sigmoid", "gelu", "square")
 BINARY = ("add", "sub", "mul", "div", "maximum")
-OP_CLASS = {**{op: "elementwise" for op in UNARY + BINARY}, "causal_mask": "elementwise",
-            "matmul": "tensor", "attention": "tensor",
-            "softmax": "reduction", "layernorm": "reduction", "sum": "reduction",
-            "transpose": "transform", "reshape": "transform", "concat": "transform",
-            "fused": "elementwise", "input": "input", "const": "const"}
+OP_CLASS = {
+    **{op: "elementwise" for op in UNARY + BINARY},
+    "causal_mask": "elementwise",
+    "matmul": "tensor",
+    "attention": "tensor",
+    "softmax": "reduction",
+    "layernorm": "reduction",
+    "sum": "reduction",
+    "transpose": "transform",
+    "reshape": "transform",
+    "concat": "transform",
+    "fused": "elementwise",
+    "input": "input",
+    "const": "const",
+}
 FUSABLE = frozenset(UNARY + BINARY)
 
 
@@ -69,7 +79,9 @@ class Graph:
         for node in self.nodes:
             if node.name == name:
                 return node
-        raise ValueError(f"name must be a node of the graph ({', '.join(n.name for n in self.nodes)}); got {name!r}")
+        raise ValueError(
+            f"name must be a node of the graph ({', '.join(n.name for n in self.nodes)}); got {name!r}"
+        )
 
     def users(self) -> dict[str, list[str]]:
         """name -> names of the nodes that read it."""
@@ -90,8 +102,11 @@ class Graph:
         for node in self.nodes:
             if node.op in ("input", "const", "reshape"):
                 continue
-            reads = sum(self.node(name).n_bytes for name in dict.fromkeys(node.inputs)
-                        if self.node(name).op != "const")
+            reads = sum(
+                self.node(name).n_bytes
+                for name in dict.fromkeys(node.inputs)
+                if self.node(name).op != "const"
+            )
             total += reads + node.n_bytes
         return total
 
@@ -117,8 +132,9 @@ class Tracer:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
 
-    def add(self, op: str, inputs: tuple[str, ...], shape: tuple[int, ...], dtype: str = "float32",
-            **attrs: Any) -> Proxy:
+    def add(
+        self, op: str, inputs: tuple[str, ...], shape: tuple[int, ...], dtype: str = "float32", **attrs: Any
+    ) -> Proxy:
         node = Node(f"t{len(self.nodes)}", op, inputs, tuple(int(s) for s in shape), dtype, attrs)
         self.nodes.append(node)
         return Proxy(self, node)
@@ -148,7 +164,9 @@ class Proxy:
             return other
         if isinstance(other, (int, float, np.number)):
             return self.tracer.const(float(other))
-        raise TypeError(f"cannot mix a traced tensor with {type(other).__name__}; pass it as an input instead")
+        raise TypeError(
+            f"cannot mix a traced tensor with {type(other).__name__}; pass it as an input instead"
+        )
 
     def _binary(self, op: str, other: Any, reverse: bool = False) -> Proxy:
         other = self._lift(other)
@@ -156,14 +174,29 @@ class Proxy:
         shape = np.broadcast_shapes(a.shape, b.shape)
         return self.tracer.add(op, (a.node.name, b.node.name), shape, self.node.dtype)
 
-    def __add__(self, o): return self._binary("add", o)  # noqa: E704
-    def __radd__(self, o): return self._binary("add", o, True)  # noqa: E704
-    def __sub__(self, o): return self._binary("sub", o)  # noqa: E704
-    def __rsub__(self, o): return self._binary("sub", o, True)  # noqa: E704
-    def __mul__(self, o): return self._binary("mul", o)  # noqa: E704
-    def __rmul__(self, o): return self._binary("mul", o, True)  # noqa: E704
-    def __truediv__(self, o): return self._binary("div", o)  # noqa: E704
-    def __rtruediv__(self, o): return self._binary("div", o, True)  # noqa: E704
+    def __add__(self, o):
+        return self._binary("add", o)  # noqa: E704
+
+    def __radd__(self, o):
+        return self._binary("add", o, True)  # noqa: E704
+
+    def __sub__(self, o):
+        return self._binary("sub", o)  # noqa: E704
+
+    def __rsub__(self, o):
+        return self._binary("sub", o, True)  # noqa: E704
+
+    def __mul__(self, o):
+        return self._binary("mul", o)  # noqa: E704
+
+    def __rmul__(self, o):
+        return self._binary("mul", o, True)  # noqa: E704
+
+    def __truediv__(self, o):
+        return self._binary("div", o)  # noqa: E704
+
+    def __rtruediv__(self, o):
+        return self._binary("div", o, True)  # noqa: E704
 
     def __neg__(self) -> Proxy:
         return self.tracer.add("neg", (self.node.name,), self.shape, self.node.dtype)
@@ -180,7 +213,9 @@ def matmul_proxy(a: Proxy, b: Proxy) -> Proxy:
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul needs [..., m, k] · [..., k, n]; got {a.shape} and {b.shape}")
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    return a.tracer.add("matmul", (a.node.name, b.node.name), (*batch, a.shape[-2], b.shape[-1]), a.node.dtype)
+    return a.tracer.add(
+        "matmul", (a.node.name, b.node.name), (*batch, a.shape[-2], b.shape[-1]), a.node.dtype
+    )
 
 
 def transpose_proxy(x: Proxy) -> Proxy:
@@ -197,11 +232,13 @@ def trace(fn: Callable[..., Any], *shapes: tuple[int, ...], dtype: str = "float3
     """
     n_params = len(inspect.signature(fn).parameters)
     if len(shapes) != n_params:
-        raise ValueError(f"shapes must give one shape per parameter of {fn.__name__} ({n_params}); got {len(shapes)}")
+        raise ValueError(
+            f"shapes must give one shape per parameter of {fn.__name__} ({n_params}); got {len(shapes)}"
+        )
     tracer = Tracer()
     names = list(inspect.signature(fn).parameters)
     proxies = []
-    for name, shape in zip(names, shapes):
+    for name, shape in zip(names, shapes, strict=True):
         shape = tuple(check_int(f"shape of {name}", s, low=1) for s in shape)
         proxy = tracer.add("input", (), shape, dtype, param=name)
         proxies.append(proxy)

@@ -59,7 +59,7 @@ def live_bytes_per_step(intervals: list[Interval]) -> np.ndarray:
     n_steps = max((iv.end for iv in intervals), default=-1) + 1
     live = np.zeros(n_steps, dtype=np.int64)
     for iv in intervals:
-        live[iv.start: iv.end + 1] += iv.n_bytes
+        live[iv.start : iv.end + 1] += iv.n_bytes
     return live
 
 
@@ -94,7 +94,9 @@ def plan_greedy_by_size(intervals: list[Interval], alignment: int = 64) -> dict[
     offsets: dict[str, int] = {}
     for iv in sorted(intervals, key=lambda iv: (-iv.n_bytes, iv.start, iv.name)):
         size = align(iv.n_bytes, alignment)
-        busy = sorted((off, off + align(other.n_bytes, alignment)) for off, other in placed if other.overlaps(iv))
+        busy = sorted(
+            (off, off + align(other.n_bytes, alignment)) for off, other in placed if other.overlaps(iv)
+        )
         best, best_gap, cursor = None, None, 0
         for lo, hi in busy:
             gap = lo - cursor
@@ -119,9 +121,12 @@ def plan_conflicts(intervals: list[Interval], offsets: dict[str, int]) -> list[t
         raise ValueError(f"offsets must give every tensor an offset; missing {', '.join(missing)}")
     conflicts = []
     for i, a in enumerate(intervals):
-        for b in intervals[i + 1:]:
-            if a.overlaps(b) and offsets[a.name] < offsets[b.name] + b.n_bytes \
-                    and offsets[b.name] < offsets[a.name] + a.n_bytes:
+        for b in intervals[i + 1 :]:
+            if (
+                a.overlaps(b)
+                and offsets[a.name] < offsets[b.name] + b.n_bytes
+                and offsets[b.name] < offsets[a.name] + a.n_bytes
+            ):
                 conflicts.append((a.name, b.name))
     return conflicts
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 
 from mlsys_lab.graph import codegen
+from mlsys_lab.graph.attention import fused_attention
 from mlsys_lab.graph.ir import FUSABLE, Graph, Node
 
 
@@ -63,8 +64,12 @@ def fusion_groups(graph: Graph) -> list[list[Node]]:
         joinable = []
         for name in dict.fromkeys(node.inputs):
             producer = graph.node(name)
-            if (name in group_of and producer.shape == node.shape and users[name] == [node.name] * len(users[name])
-                    and name not in graph.outputs):
+            if (
+                name in group_of
+                and producer.shape == node.shape
+                and users[name] == [node.name] * len(users[name])
+                and name not in graph.outputs
+            ):
                 joinable.append(group_of[name])
         if joinable:
             target = joinable[0]
@@ -103,13 +108,19 @@ def fuse_elementwise(graph: Graph, target: str | None = None) -> Graph:
                 elif name not in inputs:
                     inputs.append(name)
         head = group[-1]
-        kernel = codegen.elementwise_kernel(group, consts, tuple(inputs), (head.name,), head.shape, head.dtype,
-                                            target)
+        shapes = [fused.node(name).shape for name in inputs]
+        kernel = codegen.elementwise_kernel(
+            group, consts, tuple(inputs), shapes, (head.name,), head.shape, head.dtype, target
+        )
         label = "→".join(n.op for n in group)
-        replacement = Node(head.name, "fused", tuple(inputs), head.shape, head.dtype,
-                           {"ops": label, "kernel": kernel})
-        fused.nodes = [replacement if n.name == head.name else n for n in fused.nodes
-                       if n.name not in members or n.name == head.name]
+        replacement = Node(
+            head.name, "fused", tuple(inputs), head.shape, head.dtype, {"ops": label, "kernel": kernel}
+        )
+        fused.nodes = [
+            replacement if n.name == head.name else n
+            for n in fused.nodes
+            if n.name not in members or n.name == head.name
+        ]
     return eliminate_dead_code(fused)
 
 
@@ -118,7 +129,8 @@ def _single_user(graph: Graph, users: dict[str, list[str]], name: str) -> bool:
 
 
 def match_attention(graph: Graph, node: Node) -> dict | None:
-    """If ``node`` ends matmul(softmax([causal_mask](scale·(Q·transpose(K)))), V), return the parts, else None.
+    """If ``node`` ends matmul(softmax([causal_mask](scale·(Q·transpose(K)))), V), return the
+    parts, else None.
 
     Every intermediate must have this chain as its only user (otherwise it is needed elsewhere and must
     still be computed). The scale may be ``s * c``, ``c * s`` or ``s / c`` with a constant c.
@@ -153,16 +165,21 @@ def match_attention(graph: Graph, node: Node) -> dict | None:
 
 
 def replace_attention(graph: Graph) -> Graph:
-    """Replace every matched attention chain (6 kernels) by one ``attention`` node, then drop the dead chain."""
+    """Replace every matched attention chain (6 kernels) by one ``attention`` node; drop the dead chain."""
     replaced = graph.copy()
     for index, node in enumerate(replaced.nodes):
         parts = match_attention(replaced, node)
         if parts is None:
             continue
-        kernel = functools.partial(codegen.fused_attention, scale=parts["scale"], causal=parts["causal"])
-        replaced.nodes[index] = Node(node.name, "attention", (parts["q"], parts["k"], parts["v"]), node.shape,
-                                     node.dtype, {"scale": round(parts["scale"], 6), "causal": parts["causal"],
-                                                  "kernel": kernel})
+        kernel = functools.partial(fused_attention, scale=parts["scale"], causal=parts["causal"])
+        replaced.nodes[index] = Node(
+            node.name,
+            "attention",
+            (parts["q"], parts["k"], parts["v"]),
+            node.shape,
+            node.dtype,
+            {"scale": round(parts["scale"], 6), "causal": parts["causal"], "kernel": kernel},
+        )
     return eliminate_dead_code(replaced)
 
 
@@ -180,8 +197,11 @@ def reorder_for_memory(graph: Graph) -> Graph:
     pending = list(graph.nodes)
 
     def delta(node: Node) -> int:
-        freed = sum(graph.node(i).n_bytes for i in set(node.inputs)
-                    if i not in protected and remaining_users[i] == node.inputs.count(i))
+        freed = sum(
+            graph.node(i).n_bytes
+            for i in set(node.inputs)
+            if i not in protected and remaining_users[i] == node.inputs.count(i)
+        )
         produced = 0 if node.op in ("input", "const", "reshape") else node.n_bytes
         return produced - freed
 
