@@ -59,6 +59,11 @@ execute: $(VENV)/.course
 student: $(VENV)/.course
 	$(BIN)/mlsys-lab student notebooks student
 
+# make grade REF=notebooks/03_roofline.ipynb SUBMISSIONS=submissions/03/ [CSV=grades_03.csv]
+grade: $(VENV)/.course
+	@test -n "$(REF)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade REF=notebooks/NN_lesson.ipynb SUBMISSIONS=folder/ [CSV=grades.csv]"; exit 2; }
+	$(BIN)/mlsys-lab grade $(SUBMISSIONS) --reference $(REF) --csv $(or $(CSV),grades.csv)
+
 bench: $(VENV)/.course
 	$(BIN)/python benchmarks/widget_latency.py
 

@@ -37,7 +37,8 @@ class StepStats:
 
 
 def _segments(n_blocks: int, segment_length: int) -> list[range]:
-    return [range(start, min(start + segment_length, n_blocks)) for start in range(0, n_blocks, segment_length)]
+    starts = range(0, n_blocks, segment_length)
+    return [range(start, min(start + segment_length, n_blocks)) for start in starts]
 
 
 def forward_backward(model: MLP, x, labels, segment_length: int | None = None) -> StepStats:
@@ -95,22 +96,22 @@ def forward_backward(model: MLP, x, labels, segment_length: int | None = None) -
 
 
 def predicted_peak_bytes(n_blocks: int, segment_length: int, block_bytes: float, checkpoint_bytes: float,
-                         fixed_bytes: float = 0.0) -> float:
+                         stem_bytes: float = 0.0, head_bytes: float = 0.0) -> float:
     """Peak activation bytes of :func:`forward_backward`, from the segment layout alone.
 
-    With S = ceil(n/k) segments, the peak is the larger of: the last segment on its tape with the
-    S − 1 checkpoints alive, (S−1)·c + len_last·s; and the second-to-last segment recomputed with
-    S − 2 checkpoints still alive, (S−2)·c + k·s. ``fixed_bytes`` is what every step keeps
-    (the stem's input, the head's activations).
+    With S = ceil(n/k) segments the peak is the larger of two moments: the last segment on its tape
+    with S − 1 checkpoints alive and the head's activations, (S−1)·c + len_last·s + head; and the
+    second-to-last segment recomputed with S − 2 checkpoints still alive, (S−2)·c + k·s. The stem's
+    saved input (``stem_bytes``) is alive throughout.
     """
     n = check_int("n_blocks", n_blocks, low=1)
     k = check_int("segment_length", segment_length, low=1, high=n_blocks)
     n_segments = math.ceil(n / k)
     last_length = n - (n_segments - 1) * k
-    peak = (n_segments - 1) * checkpoint_bytes + last_length * block_bytes
+    peak = (n_segments - 1) * checkpoint_bytes + last_length * block_bytes + head_bytes
     if n_segments >= 2:
         peak = max(peak, (n_segments - 2) * checkpoint_bytes + k * block_bytes)
-    return peak + fixed_bytes
+    return peak + stem_bytes
 
 
 def optimal_segment_length(n_blocks: int, block_bytes: float, checkpoint_bytes: float) -> int:

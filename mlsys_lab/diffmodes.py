@@ -171,7 +171,8 @@ def differentiate(expr: tuple, share: bool = False) -> tuple:
         elif kind == "cos":
             out = ("mul", ("sub", const(0), ("sin", e[1])), d(e[1]))
         else:
-            raise ValueError(f"expression kind must be one of x, const, add, sub, mul, sin, cos; got {kind!r}")
+            raise ValueError(f"expression kind must be one of x, const, add, sub, mul, sin, cos; "
+                             f"got {kind!r}")
         memo[id(e)] = out
         return out
 

@@ -19,8 +19,8 @@ bytes with 16-bit activations.
 
 from __future__ import annotations
 
+import dataclasses
 import tracemalloc
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from mlsys_lab import backend
@@ -31,7 +31,7 @@ OPTIMIZERS = ("adam", "sgd", "sgd_momentum")
 RECOMPUTE = ("none", "selective", "full")
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class MemoryBreakdown:
     """Bytes of each kind of training state."""
 
@@ -40,14 +40,17 @@ class MemoryBreakdown:
     master_weights: float
     optimizer_state: float
     activations: float = 0.0
+    workspace: float = 0.0  # transient buffers: the gradient in flight during the backward
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.master_weights + self.optimizer_state + self.activations
+        return (self.weights + self.gradients + self.master_weights + self.optimizer_state + self.activations
+                + self.workspace)
 
     def as_dict(self) -> dict[str, float]:
         return {"weights": self.weights, "gradients": self.gradients, "master weights": self.master_weights,
-                "optimizer state": self.optimizer_state, "activations": self.activations}
+                "optimizer state": self.optimizer_state, "activations": self.activations,
+                "workspace": self.workspace}
 
 
 def training_memory_bytes(n_params: int, precision: str = "fp32", optimizer: str = "adam",
@@ -68,7 +71,7 @@ def training_memory_bytes(n_params: int, precision: str = "fp32", optimizer: str
 
 
 def transformer_params(n_layers: int, hidden: int, vocab: int) -> int:
-    """12·L·h² + 13·L·h + V·h: attention (4h² + 4h), MLP with 4h (8h² + 5h), two LayerNorms (4h), embedding."""
+    """12·L·h² + 13·L·h + V·h: attention (4h² + 4h), 4h MLP (8h² + 5h), two LayerNorms (4h), embedding."""
     L = check_int("n_layers", n_layers, low=1)
     h = check_int("hidden", hidden, low=1)
     V = check_int("vocab", vocab, low=1)
@@ -76,24 +79,67 @@ def transformer_params(n_layers: int, hidden: int, vocab: int) -> int:
 
 
 def transformer_layer_activation_bytes(batch: int, seq: int, hidden: int, n_heads: int,
-                                       recompute: str = "none") -> float:
-    """Activation bytes one transformer layer keeps for backward (Korthikanti et al. 2022, §4).
+                                       recompute: str = "none", value_bytes: int = 2) -> float:
+    """Activation bytes one transformer layer keeps for backward (Korthikanti et al. 2022, §4.1).
 
-    16-bit activations, 1-byte dropout masks, no tensor parallelism:
-      none:      s·b·h·(34 + 5·a·s/h)   (attention 11sbh + 5as²b, MLP 19sbh, 2 LayerNorms 4sbh)
-      selective: s·b·h·34               (recompute the a·s² attention scores and softmax)
-      full:      s·b·h·2                (keep only the layer's input; recompute the whole layer)
+    With 16-bit values and 1-byte dropout masks, no tensor parallelism:
+      none:      s·b·h·(34 + 5·a·s/h)   attention 11sbh + 5as²b, MLP 19sbh, two LayerNorms 4sbh
+      selective: s·b·h·34               the a·s² scores, softmax and its dropout are recomputed
+      full:      s·b·h·2                only the layer's input is kept; the layer is recomputed
+    Of the 34sbh + 5as²b, the masks are 2sbh + as²b bytes and the rest are 16sbh + 2as²b values, so
+    ``value_bytes=4`` (fp32 activations) gives 66sbh + 9as²b.
     """
     s = check_int("seq", seq, low=1)
     b = check_int("batch", batch, low=1)
     h = check_int("hidden", hidden, low=1)
     a = check_int("n_heads", n_heads, low=1)
     check_choice("recompute", recompute, RECOMPUTE)
+    check_choice("value_bytes", value_bytes, (2, 4))
     if recompute == "full":
-        return 2.0 * s * b * h
-    if recompute == "selective":
-        return 34.0 * s * b * h
-    return s * b * h * (34.0 + 5.0 * a * s / h)
+        return float(value_bytes * s * b * h)
+    values, masks = 16.0 * s * b * h, 2.0 * s * b * h
+    if recompute == "none":
+        values, masks = values + 2.0 * a * s * s * b, masks + 1.0 * a * s * s * b
+    return value_bytes * values + masks
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerShape:
+    """A GPT-style decoder: layers, hidden size, heads, vocabulary (see :func:`transformer_params`)."""
+
+    name: str
+    n_layers: int
+    hidden: int
+    n_heads: int
+    vocab: int
+
+    @property
+    def n_params(self) -> int:
+        return transformer_params(self.n_layers, self.hidden, self.vocab)
+
+
+# Shapes from the papers (GPT-2: Radford et al. 2019; GPT-3: Brown et al. 2020, Table 2.1; Llama 2:
+# Touvron et al. 2023). Llama's SwiGLU MLP is counted here as a 4h MLP, within 3% of its size.
+TRANSFORMER_SHAPES = {shape.name: shape for shape in (
+    TransformerShape("GPT-2 XL (1.5B)", 48, 1600, 25, 50257),
+    TransformerShape("Llama-2 7B shape", 32, 4096, 32, 32000),
+    TransformerShape("Llama-2 13B shape", 40, 5120, 40, 32000),
+    TransformerShape("GPT-3 175B", 96, 12288, 96, 50257),
+)}
+
+
+def transformer_training_bytes(shape: TransformerShape, batch: int, seq: int, precision: str = "mixed",
+                               optimizer: str = "adam", recompute: str = "none") -> MemoryBreakdown:
+    """Weights, gradients, master weights, optimizer state and all layers' activations for one step.
+
+    Activations: n_layers × :func:`transformer_layer_activation_bytes` (16-bit values when mixed,
+    32-bit when fp32). Left out: the embedding/logit activations, temporary buffers, the CUDA
+    context and allocator fragmentation, which add a few GB in practice.
+    """
+    value_bytes = 2 if check_choice("precision", precision, PRECISIONS) == "mixed" else 4
+    per_layer = transformer_layer_activation_bytes(batch, seq, shape.hidden, shape.n_heads, recompute,
+                                                   value_bytes)
+    return training_memory_bytes(shape.n_params, precision, optimizer, shape.n_layers * per_layer)
 
 
 def mlp_step_bytes(d_in: int, width: int, n_blocks: int, n_classes: int, batch: int, *, expansion: int = 4,
@@ -102,7 +148,10 @@ def mlp_step_bytes(d_in: int, width: int, n_blocks: int, n_classes: int, batch: 
 
     Parameters: stem d_in·d + d, blocks n·(2·e·d² + e·d), head d·C + C. Activations kept for
     backward: the input (B·d_in), per block its input and tanh output (B·d·(1 + e)), the head's
-    input (B·d) and the softmax probabilities (B·C).
+    input (B·d) and the softmax probabilities (B·C). Workspace, the larger of: during the backward,
+    the gradient arriving at the widest activation and the local derivative made from it
+    (2·B·e·d), beside everything kept; during the update, Adam's one scratch array of the largest
+    parameter (e·d²).
     """
     for name, value in (("d_in", d_in), ("width", width), ("n_classes", n_classes), ("batch", batch),
                         ("expansion", expansion)):
@@ -111,14 +160,18 @@ def mlp_step_bytes(d_in: int, width: int, n_blocks: int, n_classes: int, batch: 
     d, e, B = width, expansion, batch
     n_params = d_in * d + d + n_blocks * (2 * e * d * d + e * d) + d * n_classes + n_classes
     activations = B * (d_in + n_blocks * d * (1 + e) + d + n_classes) * bytes_per_value
-    return training_memory_bytes(n_params, "fp32", optimizer, activation_bytes=activations)
+    states = training_memory_bytes(n_params, "fp32", optimizer, activation_bytes=activations)
+    widest = B * max(d * e if n_blocks else d, d_in, n_classes) * bytes_per_value
+    largest_param = max(d * e * d if n_blocks else 0, d_in * d, d * n_classes) * bytes_per_value
+    return dataclasses.replace(states, workspace=float(max(2 * widest, largest_param)))
 
 
 def measure_peak_bytes(fn: Callable[[], Any]) -> tuple[Any, int, int]:
     """Run ``fn()``; return (result, peak bytes allocated during it, bytes still allocated after it).
 
-    Both are relative to what was allocated before the call. On NumPy, tracemalloc sees every array
-    allocation (NumPy reports them to it); on CuPy, a memory-pool hook counts device allocations.
+    Only memory allocated during the call counts: freeing arrays that existed before does not lower
+    it. On NumPy, tracemalloc sees every array allocation (NumPy reports them to it); on CuPy, a
+    memory-pool hook counts the device blocks handed out.
     """
     if backend.on_gpu:
         return _measure_gpu(fn)
@@ -140,18 +193,22 @@ def _measure_gpu(fn: Callable[[], Any]) -> tuple[Any, int, int]:
     cuda = backend.xp.cuda
 
     class PeakHook(cuda.MemoryHook):
+        """Counts pool blocks handed out during the call; frees of older blocks are ignored."""
+
         name = "mlsys_lab_peak"
 
         def __init__(self) -> None:
+            self.sizes: dict[int, int] = {}
             self.live = 0
             self.peak = 0
 
-        def malloc_postprocess(self, device_id, size, mem_size, mem_ptr, pmem_id):  # noqa: ARG002
-            self.live += mem_size
+        def malloc_postprocess(self, **kwargs) -> None:
+            self.sizes[kwargs["mem_ptr"]] = kwargs["mem_size"]
+            self.live += kwargs["mem_size"]
             self.peak = max(self.peak, self.live)
 
-        def free_postprocess(self, device_id, mem_size, mem_ptr, pmem_id):  # noqa: ARG002
-            self.live -= mem_size
+        def free_postprocess(self, **kwargs) -> None:
+            self.live -= self.sizes.pop(kwargs["mem_ptr"], 0)
 
     hook = PeakHook()
     backend.sync()

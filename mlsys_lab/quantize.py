@@ -15,10 +15,12 @@ Arrays are NumPy here: quantization is a data transformation done once, on the h
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
 
+from mlsys_lab import backend
 from mlsys_lab.validation import check_choice, check_int
 
 SCHEMES = ("symmetric", "asymmetric")
@@ -116,7 +118,7 @@ def nf4_levels(offset: float = NF4_OFFSET) -> np.ndarray:
 
 
 def nf4_quantize_dequantize(w: np.ndarray, block_size: int = 64) -> np.ndarray:
-    """Each block of ``block_size`` weights: divide by its absmax, snap to the nearest NF4 level, scale back."""
+    """Per block of ``block_size`` weights: divide by the absmax, snap to the nearest NF4 level, rescale."""
     w = np.asarray(w, dtype=np.float32)
     block_size = check_int("block_size", block_size, low=1)
     if w.size % block_size:
@@ -130,7 +132,7 @@ def nf4_quantize_dequantize(w: np.ndarray, block_size: int = 64) -> np.ndarray:
 
 
 def nf4_bits_per_param(block_size: int = 64, double_quant: bool = True, second_block: int = 256) -> float:
-    """4 bits + the absmax overhead: 32/64 = 0.5 bits, or 8/64 + 32/(64·256) ≈ 0.127 with double quantization."""
+    """4 bits + absmax overhead: 32/64 = 0.5 bits, or 8/64 + 32/(64·256) ≈ 0.127 with double quantization."""
     check_int("block_size", block_size, low=1)
     if not double_quant:
         return 4 + 32 / block_size
@@ -150,3 +152,41 @@ def quantized_matmul_error(x: np.ndarray, w: np.ndarray, bits: int = 8, activati
     w_hat = dequantize(quantize(w, bits, "symmetric", "channel", group_size))
     x_hat = dequantize(quantize(x, bits, "symmetric", "channel", group_size)) if activations else x
     return relative_error(x_hat @ w_hat.T, x @ w.T)
+
+
+# --- weight-only int8 matmul: a CUDA kernel with a NumPy reference ------------------------------
+
+KERNEL_FILE = Path(__file__).parent / "kernels" / "training_memory_int8_matmul.cu"
+MAX_BATCH_ROWS = 16  # MAX_M in the kernel
+_module_cache: dict[str, object] = {}
+
+
+def int8_weight_matmul_reference(x: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """y = x · (scale ⊙ W)ᵀ in float32: x (M, K), codes (N, K) int8, scales (N,) → (M, N)."""
+    return (np.asarray(x, np.float32) @ np.asarray(codes, np.float32).T) * np.asarray(scales, np.float32)
+
+
+def int8_weight_matmul(x, codes, scales):
+    """Weight-only int8 matmul. On CuPy: the kernel in ``kernels/training_memory_int8_matmul.cu``
+    (x fp16 (M, K) with M ≤ 16 and K % 16 == 0, codes int8 (N, K), scales fp32 (N,) → fp16 (M, N)).
+    On NumPy: the reference above."""
+    if not backend.on_gpu:
+        return int8_weight_matmul_reference(x, codes, scales)
+    cp = backend.xp
+    M, K = x.shape
+    N = codes.shape[0]
+    check_int("rows of x", M, low=1, high=MAX_BATCH_ROWS)
+    if K % 16 or codes.shape[1] != K:
+        raise ValueError(f"K must be a multiple of 16 and match codes' columns; "
+                         f"got x {x.shape}, codes {codes.shape}")
+    if "kernel" not in _module_cache:
+        module = cp.RawModule(code=KERNEL_FILE.read_text(), options=("--std=c++17",))
+        _module_cache["kernel"] = module.get_function("int8_weight_matmul")
+    x = cp.ascontiguousarray(x, dtype=cp.float16)
+    codes = cp.ascontiguousarray(codes, dtype=cp.int8)
+    scales = cp.ascontiguousarray(scales, dtype=cp.float32)
+    y = cp.empty((M, N), dtype=cp.float16)
+    threads, rows_per_block = 256, 8
+    _module_cache["kernel"](((N + rows_per_block - 1) // rows_per_block,), (threads,),
+                            (x, codes, scales, y, np.int32(M), np.int32(N), np.int32(K)))
+    return y

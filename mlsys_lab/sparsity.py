@@ -26,7 +26,7 @@ def prune_unstructured(w: np.ndarray, sparsity: float) -> np.ndarray:
 
 
 def prune_n_m(w: np.ndarray, n: int = 2, m: int = 4) -> np.ndarray:
-    """Keep the ``n`` largest |w| in every group of ``m`` consecutive weights along each row (2:4 by default)."""
+    """Keep the ``n`` largest |w| in every group of ``m`` consecutive weights of each row (2:4 by default)."""
     w = np.asarray(w)
     m = check_int("m", m, low=1)
     n = check_int("n", n, low=0, high=m)

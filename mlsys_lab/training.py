@@ -51,7 +51,7 @@ class MLP:
 
 def make_mlp(d_in: int, width: int, n_blocks: int, n_classes: int, *, expansion: int = 4, seed: int = 0,
              init: str = "scaled", dtype=None) -> MLP:
-    """Random weights with std 1/√fan_in (``init="scaled"``), or all zeros (``init="zeros"``, to show why not).
+    """Random weights with std 1/√fan_in (``init="scaled"``), or all zeros (``init="zeros"``: why not).
 
     All-zero weights are a fixed point of symmetry: every hidden unit computes the same thing and
     receives the same gradient, so they stay equal forever (训练流程 step 1: 不能全 0).
@@ -67,7 +67,8 @@ def make_mlp(d_in: int, width: int, n_blocks: int, n_classes: int, *, expansion:
         if init == "zeros":
             data = xp.zeros((fan_in, fan_out), dtype=dtype)
         else:
-            data = xp.asarray(generator.standard_normal((fan_in, fan_out)) * (scale / math.sqrt(fan_in)), dtype=dtype)
+            values = generator.standard_normal((fan_in, fan_out)) * (scale / math.sqrt(fan_in))
+            data = xp.asarray(values, dtype=dtype)
         return Tensor(data, requires_grad=True)
 
     def bias(n: int) -> Tensor:
@@ -136,11 +137,20 @@ class Adam:
             if id(p) not in self.state:
                 self.state[id(p)] = (xp.zeros_like(p.data), xp.zeros_like(p.data))
             m, v = self.state[id(p)]
-            m *= self.beta1
-            m += (1 - self.beta1) * p.grad
+            # In place with one scratch array of the parameter's size (what fused optimizers avoid too).
+            scratch = p.grad * p.grad
             v *= self.beta2
-            v += (1 - self.beta2) * p.grad * p.grad
-            p.data -= self.lr * (m / correction1) / (xp.sqrt(v / correction2) + self.eps)
+            scratch *= 1 - self.beta2
+            v += scratch
+            m *= self.beta1
+            xp.multiply(p.grad, 1 - self.beta1, out=scratch)
+            m += scratch
+            xp.divide(v, correction2, out=scratch)
+            xp.sqrt(scratch, out=scratch)
+            scratch += self.eps
+            xp.divide(m, scratch, out=scratch)
+            scratch *= self.lr / correction1
+            p.data -= scratch
 
     @property
     def state_bytes(self) -> int:

@@ -6,8 +6,8 @@ host RAM. A safetensors file (Hugging Face) is an 8-byte header length, a JSON h
 dtypes, shapes and byte offsets, then the raw bytes: a loader can ``mmap`` it and read only the
 tensors it needs, and the header cannot execute code.
 
-Each measurement runs in a fresh Python process so that its peak resident memory (``ru_maxrss``)
-belongs to that load alone. The files were just written, so they sit in the OS page cache: the
+Each measurement runs in a fresh Python process so that its peak resident memory (``VmHWM`` on
+Linux) belongs to that load alone. The files were just written, so they sit in the OS page cache: the
 times are memory-speed reads, a lower bound on a cold load from disk.
 """
 
@@ -63,7 +63,14 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import load_file
 method, path, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
-base_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def peak_kb():
+    # VmHWM: this process's own peak RSS (ru_maxrss would start at the parent's peak, inherited at fork)
+    try:
+        status = open("/proc/self/status").read()
+        return int(status.split("VmHWM:")[1].split()[0])
+    except (OSError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base_kb = peak_kb()
 start = time.perf_counter()
 if method.startswith("pickle"):
     with open(path, "rb") as f:
@@ -77,9 +84,9 @@ else:
         state = {k: f.get_tensor(k) for k in f.keys() if k.startswith(prefix)}
 checksum = float(sum(float(v.reshape(-1)[::4096].sum()) for v in state.values()))  # touch what was loaded
 seconds = time.perf_counter() - start
-peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+end_kb = peak_kb()
 loaded = sum(v.nbytes for v in state.values())
-print(json.dumps({"seconds": seconds, "peak_rss_bytes": (peak_kb - base_kb) * 1024,
+print(json.dumps({"seconds": seconds, "peak_rss_bytes": (end_kb - base_kb) * 1024,
                   "loaded_bytes": loaded, "n_tensors": len(state), "checksum": checksum}))
 """
 

@@ -25,7 +25,8 @@ def write_csv(results: list[SubmissionResult], path: Path) -> None:
         writer = csv.writer(f)
         writer.writerow(["submission", *names, "score", "max_score"])
         for r in results:
-            writer.writerow([r.submission, *(int(r.exercises[n].passed) for n in names), r.score, r.max_score])
+            passed = (int(r.exercises[n].passed) for n in names)
+            writer.writerow([r.submission, *passed, r.score, r.max_score])
 
 
 def format_table(results: list[SubmissionResult]) -> str:
@@ -35,11 +36,11 @@ def format_table(results: list[SubmissionResult]) -> str:
     names = list(results[0].exercises)
     width = max(len("submission"), *(len(r.submission) for r in results))
     widths = [max(len(n), 1) for n in names]
-    lines = ["  ".join(["submission".ljust(width), *(n.ljust(w) for n, w in zip(names, widths)), "score"])]
+    header = (n.ljust(w) for n, w in zip(names, widths, strict=True))
+    lines = ["  ".join(["submission".ljust(width), *header, "score"])]
     for r in results:
-        marks = ("✓" if r.exercises[n].passed else "✗" for n in names)
-        lines.append("  ".join([r.submission.ljust(width), *(m.ljust(w) for m, w in zip(marks, widths)),
-                                f"{r.score}/{r.max_score}"]))
+        marks = (("✓" if r.exercises[n].passed else "✗").ljust(w) for n, w in zip(names, widths, strict=True))
+        lines.append("  ".join([r.submission.ljust(width), *marks, f"{r.score}/{r.max_score}"]))
     failures = [f"  {r.submission} · {n}: {e.message}" for r in results for n, e in r.exercises.items()
                 if not e.passed]
     if failures:
@@ -52,7 +53,7 @@ def _submission_paths(targets: list[Path]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mlsys-lab", description="Instructor tools of the mlsys-lab course.")
+    parser = argparse.ArgumentParser(prog="mlsys-lab", description="Instructor tools of the course.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     student = commands.add_parser("student", help="write student versions (solutions replaced by stubs)")
@@ -64,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     grader.add_argument("--reference", required=True, type=Path, help="the instructor's executed notebook")
     grader.add_argument("--json", action="store_true", help="print one JSON object per submission")
     grader.add_argument("--csv", type=Path, metavar="FILE", help="write the class table to FILE")
-    grader.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds per cell (default 30)")
+    grader.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                        help="seconds per cell (default 30)")
     grader.add_argument("--jobs", type=int, default=None, help=f"parallel kernels (default {default_jobs()})")
     grader.add_argument("--context", choices=["slice", "all"], default="slice",
                         help="cells run before each exercise: those it needs (slice) or all earlier ones")
@@ -85,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"mlsys-lab {args.command}: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # the grading machinery itself failed (pytest could not run)
+        print(f"mlsys-lab {args.command}: {exc}", file=sys.stderr)
+        return 1
     if args.csv:
         write_csv(results, args.csv)
     if args.json:

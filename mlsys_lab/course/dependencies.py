@@ -6,8 +6,9 @@ name the exercise and its check read, the latest earlier cell that binds it, and
 
 A cell *binds* a name by assigning, importing, defining or mutating it at top level
 (``x = ...``, ``import numpy as np``, ``def f``, ``x[0] = ...``, ``x.attr = ...``, ``x += ...``).
-A cell *reads* every name it loads anywhere, function bodies included (a function reads its globals
-when called). This over-approximates reads, which is the safe direction. Cells that cannot be
+A cell *reads* every module-level name it loads: at top level, and the globals of its function
+bodies (a function reads them when called), found with :mod:`symtable`. A name bound earlier in the
+same cell still counts as read, which over-approximates: the safe direction. Cells that cannot be
 analysed (``from m import *``, code that does not parse) are always included.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import symtable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -84,16 +86,31 @@ def _top_level_binds(body: list[ast.stmt]) -> tuple[set[str], bool]:
 @lru_cache(maxsize=4096)
 def cell_names(source: str) -> CellNames:
     """What a code cell binds and reads (IPython magics are translated to Python first)."""
+    code = TransformerManager().transform_cell(source)
     try:
-        tree = ast.parse(TransformerManager().transform_cell(source))
+        tree = ast.parse(code)
+        table = symtable.symtable(code, "<cell>", "exec")
     except SyntaxError:
         return CellNames(frozenset(), frozenset(), opaque=True)
     binds, opaque = _top_level_binds(tree.body)
     binds |= {n.target.id for n in ast.walk(tree) if isinstance(n, ast.NamedExpr)}
-    reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     # ``x += 1`` reads x too, though its target is stored.
-    reads |= {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    reads = _global_reads(table) | {n.target.id for n in ast.walk(tree)
+                                    if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
     return CellNames(frozenset(binds), frozenset(reads - BUILTIN_NAMES), opaque)
+
+
+def _global_reads(table: symtable.SymbolTable) -> set[str]:
+    """Module-level names a cell reads: at top level, or as globals inside its functions and classes.
+
+    A function's parameters and locals are not reads (``def f(n): return n`` does not need a global n).
+    """
+    top = table.get_type() == "module"
+    reads = {s.get_name() for s in table.get_symbols()
+             if s.is_referenced() and (top or s.is_global())}
+    for child in table.get_children():
+        reads |= _global_reads(child)
+    return reads
 
 
 def needed_cells(sources: list[str], before: int, readers: list[str],

@@ -6,13 +6,15 @@ Trust nothing in a submission but the source of its exercise cells:
    (solution markers) and the check cell after it, whose stored output is the ✓ verdict line.
 2. From a submission, only the source of the cell defining each exercise's function is taken
    (found by its ``def`` line; the submission's metadata, check cells and outputs are never read).
-3. For every exercise a *graded notebook* is built from the reference: the cells the exercise
-   needs (:mod:`mlsys_lab.course.dependencies`), the submitted exercise cell, and the reference's
-   check cell with its stored ✓ output.
-4. nbval runs the graded notebooks, one fresh kernel each, with a per-cell timeout, comparing the
-   check cell's output with the reference's ✓ line. An infinite loop, a crash of the kernel,
-   ``sys.exit`` or a syntax error fails that exercise only. Notebooks are spread over ``jobs``
-   pytest processes.
+3. For each submission a *graded notebook* is built from the reference, one segment per attempted
+   exercise: a setup cell, the reference cells the exercise needs
+   (:mod:`mlsys_lab.course.dependencies`), the submitted exercise cell, and the reference's check
+   cell with its stored ✓ output. An exercise left as the stub is "not attempted" without running.
+4. nbval runs the graded notebooks with a per-cell timeout, comparing each check cell's output with
+   the reference's ✓ line; the plugin :mod:`mlsys_lab.course.nbval_report` records every cell and
+   starts a fresh kernel at the next segment when an exercise killed or hung the kernel. So an
+   infinite loop, a crash of the kernel, ``sys.exit`` or a syntax error fails that exercise only.
+   Notebooks are spread over ``jobs`` pytest processes.
 
 An exercise passes when its cell runs without error and its check prints exactly the reference's
 verdict (lines the learner's code prints itself are ignored: only verdict lines are compared).
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,6 +39,7 @@ from nbformat import NotebookNode
 from tqdm.auto import tqdm
 
 from mlsys_lab.course.dependencies import needed_cells
+from mlsys_lab.course.nbval_report import SEGMENT_KEY
 from mlsys_lab.course.notebook_cells import (
     Exercise,
     defines_function,
@@ -48,7 +52,9 @@ from mlsys_lab.exercises import PASS, TODO
 
 # nbval compares the check cell's stdout after this substitution on both sides: everything but
 # verdict lines (✓ ✗ …) is dropped, so a learner's debugging print does not cost the point.
-VERDICT_ONLY = "regex: (?m)^(?![✓✗…] ).*(?:\\n|$)\nreplace: \n"
+# (Written in ASCII: nbval reads the file in the locale's encoding.)
+VERDICT_ONLY = "regex: (?m)^(?![\\u2713\\u2717\\u2026] ).*(?:\\n|$)\nreplace: \n"
+NBVAL_MARKER = re.compile(r"^\s*#+\s*(NBVAL_\w+|PYTEST_VALIDATE_IGNORE_OUTPUT)\s*$")
 SETUP_CELL = """# NBVAL_IGNORE_OUTPUT
 import os as _os, warnings as _warnings
 _os.chdir({cwd!r})
@@ -108,19 +114,27 @@ def load_reference(path: Path) -> Reference:
     return Reference(Path(path), nb, exercises)
 
 
+def without_nbval_markers(source: str) -> str:
+    """Drop ``# NBVAL_...`` comment lines: in a graded cell only the reference decides what nbval checks."""
+    return "".join(line for line in source.splitlines(keepends=True) if not NBVAL_MARKER.match(line))
+
+
 def submitted_sources(submission: NotebookNode, reference: Reference) -> dict[str, str | None]:
     """For each exercise, the source of the last submitted code cell defining its function (or None)."""
     code = [c.source for c in submission.cells if c.cell_type == "code"]
-    return {ex.name: next((s for s in reversed(code) if defines_function(s, ex.function_name)), None)
-            for ex in reference.exercises}
+    found = {ex.name: next((s for s in reversed(code) if defines_function(s, ex.function_name)), None)
+             for ex in reference.exercises}
+    return {name: None if s is None else without_nbval_markers(s) for name, s in found.items()}
 
 
-def graded_notebook(reference: Reference, sources: dict[str, str], exercise: Exercise,
-                    context: str = "slice") -> NotebookNode:
-    """The reference notebook cut down to what grading ``exercise`` needs, with submitted sources.
+def exercise_segment(reference: Reference, sources: dict[str, str], exercise: Exercise,
+                     context: str = "slice") -> list[NotebookNode]:
+    """The cells that grade ``exercise``: setup, the context it needs, the submitted cell, the check.
 
-    ``context="slice"`` keeps the cells the exercise depends on; ``"all"`` keeps every code cell
-    before it. Other exercises' cells carry the submission's sources, as in the learner's notebook.
+    ``context="slice"`` keeps the reference cells the exercise depends on; ``"all"`` keeps every
+    reference cell before it. Another exercise's cell comes in only when this one reads a name it
+    defines (a learner's function calling their earlier one), with the submission's source.
+    The check cell is the reference's, with its stored ✓ output and execution count (what nbval compares).
     """
     ref_cells = reference.nb.cells
     code = [i for i, c in enumerate(ref_cells) if c.cell_type == "code"]
@@ -128,84 +142,99 @@ def graded_notebook(reference: Reference, sources: dict[str, str], exercise: Exe
     sources_in_order = [sources[by_cell[i].name] if i in by_cell else ref_cells[i].source for i in code]
     learner_cells = frozenset(p for p, i in enumerate(code) if i in by_cell)
     target = code.index(exercise.exercise_cell)
-    check = code.index(exercise.check_cell)
-    if context == "all":
-        chosen = list(range(target))
-    elif context == "slice":
-        readers = [sources_in_order[target], ref_cells[exercise.exercise_cell].source,
-                   ref_cells[exercise.check_cell].source]
-        chosen = needed_cells(sources_in_order, target, readers, learner_cells)
-    else:
+    if context not in ("slice", "all"):
         raise ValueError(f"context must be 'slice' or 'all', got {context!r}")
+    readers = [sources_in_order[target], ref_cells[exercise.exercise_cell].source,
+               ref_cells[exercise.check_cell].source]
+    chosen = needed_cells(sources_in_order, target, readers, learner_cells)
+    if context == "all":  # every reference cell before it; other learner cells still only when needed
+        chosen = sorted(set(chosen) | {p for p in range(target) if p not in learner_cells})
+    setup = SETUP_CELL.format(cwd=str(reference.path.parent.resolve()))
+    cells = [nbformat.v4.new_code_cell(setup, metadata={SEGMENT_KEY: exercise.name})]
+    cells += [nbformat.v4.new_code_cell(sources_in_order[p], metadata=dict(ref_cells[code[p]].metadata))
+              for p in [*chosen, target]]
+    cells.append(nbformat.from_dict(ref_cells[exercise.check_cell]))
+    return cells
 
-    def plain(source: str, metadata: dict) -> NotebookNode:
-        return nbformat.v4.new_code_cell(source, metadata=dict(metadata))
 
-    cells = [plain(SETUP_CELL.format(cwd=str(reference.path.parent.resolve())), {})]
-    cells += [plain(sources_in_order[p], ref_cells[code[p]].metadata) for p in [*chosen, target]]
-    cells.append(nbformat.from_dict(ref_cells[code[check]]))  # stored ✓ output and execution count
-    return nbformat.v4.new_notebook(cells=cells, metadata=dict(reference.nb.metadata))
+def graded_notebook(reference: Reference, sources: dict[str, str], exercises: list[Exercise],
+                    context: str = "slice") -> tuple[NotebookNode, dict[str, tuple[int, int]]]:
+    """One notebook grading ``exercises`` in turn; returns it and each exercise's (exercise, check) cells.
+
+    Each exercise is a segment that starts with a setup cell marked ``SEGMENT_KEY``; the nbval plugin
+    starts a fresh kernel there when the previous segment killed or hung the kernel.
+    """
+    cells: list[NotebookNode] = []
+    positions = {}
+    for exercise in exercises:
+        cells += exercise_segment(reference, sources, exercise, context)
+        positions[exercise.name] = (len(cells) - 2, len(cells) - 1)
+    return nbformat.v4.new_notebook(cells=cells, metadata=dict(reference.nb.metadata)), positions
 
 
 def _run_nbval(paths: list[Path], workdir: Path, timeout_s: float, jobs: int,
-               show_progress: bool) -> list[dict]:
-    """Run nbval over the notebooks in ``jobs`` pytest processes; return the per-cell records."""
+               check_cells: dict[str, set[int]], show_progress: bool) -> list[dict]:
+    """Run nbval over the notebooks in ``jobs`` pytest processes; return the per-cell records.
+
+    ``check_cells`` (notebook name -> check cell numbers) drives the progress bar: one step per check.
+    """
     (workdir / "pytest.ini").write_text("[pytest]\n")
     sanitize = workdir / "verdict_only.cfg"
-    sanitize.write_text(VERDICT_ONLY, encoding="utf-8")
+    sanitize.write_text(VERDICT_ONLY, encoding="ascii")
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     procs = []
     for job in range(min(jobs, len(paths))):
-        chunk = [str(p) for p in paths[job::jobs]]
         report = workdir / f"report_{job}.jsonl"
-        report.touch()
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin", "-p",
-                   "mlsys_lab.course.nbval_report", "-p", "no:cacheprovider", "-c", str(workdir / "pytest.ini"),
+        report.write_text("")
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin", "-p", "no:cacheprovider",
+                   "-p", "mlsys_lab.course.nbval_report", "-c", str(workdir / "pytest.ini"),
                    "--rootdir", str(workdir), "--nbval-lax", "--nbval-current-env",
                    f"--nbval-cell-timeout={timeout_s}", f"--nbval-sanitize-with={sanitize}",
-                   f"--grading-report={report}", *chunk]
+                   f"--grading-report={report}", *map(str, paths[job::jobs])]
         log = open(workdir / f"pytest_{job}.log", "w")
         procs.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), report, log))
-    last_cells = {p.name: len(nbformat.read(p, as_version=4).cells) - 1 for p in paths}
-    with tqdm(total=len(paths), desc="grading", unit="exercise", disable=not show_progress) as bar:
+    total = sum(len(cells) for cells in check_cells.values())
+    with tqdm(total=total, desc="grading", unit="exercise", disable=None if show_progress else True) as bar:
         while True:
             running = any(proc.poll() is None for proc, _, _ in procs)
-            done = sum(1 for _, report, _ in procs for line in report.read_text(encoding="utf-8").splitlines()
-                       if line.endswith("}") and _is_last(json.loads(line), last_cells))
-            bar.update(done - bar.n)
+            records = [json.loads(line) for _, report, _ in procs
+                       for line in report.read_text(encoding="utf-8").splitlines() if line.endswith("}")]
+            bar.update(sum(r["cell"] in check_cells.get(r["notebook"], ()) for r in records) - bar.n)
             if not running:
                 break
             time.sleep(0.2)
-    records = []
-    for proc, report, log in procs:
+    for proc, _, log in procs:
         log.close()
-        if proc.returncode not in (0, 1):
+        if proc.returncode not in (0, 1):  # 0: all passed, 1: some failed; anything else is our fault
             tail = Path(log.name).read_text()[-3000:]
             raise RuntimeError(f"pytest exited with code {proc.returncode} while grading:\n{tail}")
-        records += [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()]
     return records
 
 
-def _is_last(record: dict, last_cells: dict[str, int]) -> bool:
-    return record["when"] == "call" and record["cell"] == last_cells.get(record["notebook"])
-
-
 def _timeout_text(message: str, timeout_s: float) -> str:
-    return f"timed out after {timeout_s:g} s" if message.startswith("Timeout") else message
+    if message.startswith("Timeout"):
+        return f"timed out after {timeout_s:g} s (an endless loop, or too slow)"
+    return message
 
 
-def _exercise_result(ex: Exercise, records: dict[int, dict], n_cells: int, timeout_s: float) -> ExerciseResult:
-    """Read one graded notebook's records: exercise cell is second to last, check cell last."""
-    ex_record, check_record = records.get(n_cells - 2), records.get(n_cells - 1)
+def _exercise_result(name: str, expected: str, ex_record: dict | None, check_record: dict | None,
+                     timeout_s: float) -> ExerciseResult:
+    """An exercise's result from the records of its submitted cell and its check cell.
+
+    ``expected`` is the reference's verdict line, for the message when a ✓ line differs from it.
+    """
     if ex_record is None or check_record is None:
         return ExerciseResult(False, "grading did not finish this exercise")
     if not ex_record["passed"]:
         return ExerciseResult(False, f"exercise cell: {_timeout_text(ex_record['message'], timeout_s)}")
     verdicts = [line for line in check_record["stdout"].splitlines() if line[:1] in "✓✗…"]
     if check_record["passed"]:
-        return ExerciseResult(True, verdicts[-1] if verdicts else f"{PASS} {ex.name}")
-    if verdicts:
+        return ExerciseResult(True, verdicts[-1] if verdicts else f"{PASS} {name}")
+    if verdicts and not verdicts[-1].startswith(PASS):
         return ExerciseResult(False, verdicts[-1])
+    if verdicts:  # a ✓ line that is not the reference's: the checks changed since the reference ran
+        return ExerciseResult(False, f"the check printed '{verdicts[-1]}', the reference "
+                              f"'{expected}': re-execute the reference")
     return ExerciseResult(False, f"check cell: {_timeout_text(check_record['message'], timeout_s)}")
 
 
@@ -214,43 +243,56 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def _plan(path: Path, reference: Reference, result: SubmissionResult) -> dict[str, str]:
+    """Fill in what needs no kernel (unreadable file, exercise not attempted); return the sources to run."""
+    try:
+        sources = submitted_sources(nbformat.read(path, as_version=4), reference)
+    except Exception as exc:  # not a notebook: that submission scores zero, grading goes on
+        for ex in reference.exercises:
+            result.exercises[ex.name] = ExerciseResult(False, f"could not read the notebook: {exc}")
+        return {}
+    for ex in reference.exercises:
+        source = sources[ex.name]
+        if source is None or source.strip() == reference.stub(ex).strip():
+            # The stub raises NotImplementedError: its check can only say "not attempted".
+            why = "" if source is not None else f" (no cell defines {ex.function_name})"
+            result.exercises[ex.name] = ExerciseResult(False, f"{TODO} {ex.name}: not attempted yet{why}")
+    return {ex.name: sources[ex.name] or reference.stub(ex) for ex in reference.exercises}
+
+
 def grade(submissions: list[Path], reference_path: Path, timeout_s: float = 30.0, jobs: int | None = None,
-          context: str = "slice", keep: Path | None = None, show_progress: bool = False) -> list[SubmissionResult]:
-    """Grade every submission against the reference; one :class:`SubmissionResult` per submission."""
+          context: str = "slice", keep: Path | None = None,
+          show_progress: bool = False) -> list[SubmissionResult]:
+    """Grade every submission against the reference; one :class:`SubmissionResult` per submission.
+
+    Each submission becomes one graded notebook (its attempted exercises, one segment each), run by
+    nbval in one kernel that is replaced whenever an exercise kills or hangs it.
+    """
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
     reference = load_reference(Path(reference_path))
-    jobs = jobs or default_jobs()
     results = [SubmissionResult(str(s)) for s in submissions]
-    plan: list[tuple[SubmissionResult, Exercise, Path, int]] = []
+    graded: list[tuple[SubmissionResult, Path, dict[str, tuple[int, int]]]] = []
     with tempfile.TemporaryDirectory(prefix="mlsys_lab_grade_") as tmp:
         workdir = Path(keep) if keep else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        for number, (path, result) in enumerate(zip(submissions, results)):
-            try:
-                sources = submitted_sources(nbformat.read(path, as_version=4), reference)
-            except Exception as exc:  # unreadable file: that submission scores zero, grading goes on
-                for ex in reference.exercises:
-                    result.exercises[ex.name] = ExerciseResult(False, f"could not read the notebook: {exc}")
-                continue
-            filled = {ex.name: sources[ex.name] or reference.stub(ex) for ex in reference.exercises}
-            for ex in reference.exercises:
-                source = sources[ex.name]
-                if source is None or source.strip() == reference.stub(ex).strip():
-                    # The stub raises NotImplementedError: its check can only say "not attempted".
-                    why = "" if source is not None else f" (no cell defines {ex.function_name})"
-                    result.exercises[ex.name] = ExerciseResult(False, f"{TODO} {ex.name}: not attempted yet{why}")
-                    continue
-                nb = graded_notebook(reference, filled, ex, context)
-                target = workdir / f"s{number:03d}_{ex.name}.ipynb"
+        for number, (path, result) in enumerate(zip(submissions, results, strict=True)):
+            sources = _plan(Path(path), reference, result)
+            to_run = [ex for ex in reference.exercises if sources and ex.name not in result.exercises]
+            if to_run:
+                nb, positions = graded_notebook(reference, sources, to_run, context)
+                target = workdir / f"submission_{number:03d}.ipynb"
                 nbformat.write(nb, target)
-                plan.append((result, ex, target, len(nb.cells)))
-        records = _run_nbval([p for _, _, p, _ in plan], workdir, timeout_s, jobs, show_progress) if plan else []
-    by_notebook: dict[str, dict[int, dict]] = {}
-    for record in records:
-        by_notebook.setdefault(record["notebook"], {})[record["cell"]] = record
-    for result, ex, target, n_cells in plan:
-        result.exercises[ex.name] = _exercise_result(ex, by_notebook.get(target.name, {}), n_cells, timeout_s)
+                graded.append((result, target, positions))
+        check_cells = {target.name: {c for _, c in positions.values()} for _, target, positions in graded}
+        records = _run_nbval([target for _, target, _ in graded], workdir, timeout_s, jobs or default_jobs(),
+                             check_cells, show_progress) if graded else []
+    by_cell = {(r["notebook"], r["cell"]): r for r in records}
+    expected = {ex.name: stdout_text(reference.nb.cells[ex.check_cell]).strip() for ex in reference.exercises}
+    for result, target, positions in graded:
+        for name, (ex_cell, check_cell) in positions.items():
+            records_of = (by_cell.get((target.name, ex_cell)), by_cell.get((target.name, check_cell)))
+            result.exercises[name] = _exercise_result(name, expected[name], *records_of, timeout_s)
     for result in results:  # exercises in the reference's order
         result.exercises = {ex.name: result.exercises[ex.name] for ex in reference.exercises}
     return results

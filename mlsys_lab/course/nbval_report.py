@@ -2,8 +2,12 @@
 
 ``python -m pytest -p mlsys_lab.course.nbval_report --grading-report FILE --nbval-lax ...`` writes one
 JSON object per executed notebook cell: the notebook, the cell number, the outcome, what the cell
-printed, and why it failed. Two additions make nbval safe for untrusted code:
+printed, and why it failed. Output comparison is narrowed to stdout (the grader's sanitize file then
+keeps only verdict lines there). Three additions make nbval safe for untrusted code:
 
+- a cell whose metadata carries ``SEGMENT_KEY`` (written by the grader, never taken from a
+  submission) starts a fresh kernel when the previous cells killed the kernel, asked it to exit or
+  timed out, so one exercise's crash or endless loop does not fail the exercises after it;
 - a dead kernel (``os._exit``, a segfault, ``os.kill(os.getpid(), 9)``) is noticed within a fraction of
   a second instead of after the whole cell timeout (nbval waits for a reply that never comes);
 - a watchdog kills the kernel process when a cell outlives its timeout by ``HARD_LIMIT_GRACE_S``
@@ -18,9 +22,12 @@ import time
 from queue import Empty
 
 import pytest
+from nbformat import NotebookNode
+
+SEGMENT_KEY = "mlsys_lab_segment"  # metadata key the grader puts on the first cell of each exercise
 
 POLL_S = 0.25
-HARD_LIMIT_GRACE_S = 3.0
+HARD_LIMIT_GRACE_S = 1.0
 
 
 class KernelDied(RuntimeError):
@@ -45,6 +52,9 @@ def _await_reply(self, msg_id: str, timeout: float | None = None) -> None:
         if msg["parent_header"].get("msg_id") == msg_id:
             if msg["content"]["status"] == "aborted":
                 raise RuntimeError("Kernel aborted execution request")
+            # exit() or quit() in a cell: the kernel replies, then shuts down a moment later.
+            if any(p.get("source") == "ask_exit" for p in msg["content"].get("payload", [])):
+                self.exit_requested = True
             return
 
 
@@ -52,11 +62,60 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--grading-report", default=None, help="JSON-lines file for per-cell results")
 
 
+def _stdout_only(outputs: list) -> list:
+    return [o for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--grading-report"):
         from nbval.kernel import RunningKernel
+        from nbval.plugin import IPyNbCell
 
         RunningKernel.await_reply = _await_reply
+        compare = IPyNbCell.compare_outputs
+
+        def compare_stdout(self, test, ref, skip_compare=None):
+            """Compare what the check printed on stdout only (a warning or a figure is no verdict)."""
+            return compare(self, _stdout_only(test), _stdout_only(ref), skip_compare)
+
+        IPyNbCell.compare_outputs = compare_stdout
+
+
+def _kernel_name(config: pytest.Config, notebook: NotebookNode) -> str:
+    """The kernel nbval would start for this notebook (same rule as nbval's IPyNbFile.setup)."""
+    from nbval.kernel import CURRENT_ENV_KERNEL_NAME
+
+    if config.option.nbval_current_env:
+        return CURRENT_ENV_KERNEL_NAME
+    return config.option.nbval_kernel_name or notebook.metadata.get("kernelspec", {}).get("name", "python")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """At a segment start, replace a dead or timed-out kernel before nbval looks at it."""
+    from nbval.kernel import RunningKernel
+
+    notebook = item.parent
+    cell = getattr(item, "cell", None)
+    if not item.config.getoption("--grading-report") or cell is None or SEGMENT_KEY not in cell.metadata:
+        return  # not grading, or not a segment start
+    if notebook.kernel is None:
+        return  # the first cell: nbval starts the first kernel itself
+    healthy = notebook.kernel.is_alive() and not getattr(notebook.kernel, "exit_requested", False)
+    if healthy and not notebook.timed_out:
+        return
+    old = notebook.kernel
+    try:
+        if old.is_alive():
+            old.stop()
+        else:
+            old.kc.stop_channels()
+    except Exception:  # nbval stopped it already
+        pass
+    option = item.config.option
+    notebook.kernel = RunningKernel(_kernel_name(item.config, notebook.nb), cwd=str(notebook.path.parent),
+                                    startup_timeout=option.nbval_kernel_startup_timeout)
+    notebook.timed_out = False
 
 
 def _kill_kernel(item: pytest.Item) -> None:
@@ -69,7 +128,10 @@ def _kill_kernel(item: pytest.Item) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    limit_s = item.config.getoption("--nbval-cell-timeout", 2000) + HARD_LIMIT_GRACE_S
+    if not item.config.getoption("--grading-report") or not hasattr(item, "cell_num"):
+        yield
+        return
+    limit_s = item.config.getoption("--nbval-cell-timeout") + HARD_LIMIT_GRACE_S
     watchdog = threading.Timer(limit_s, _kill_kernel, args=(item,))
     watchdog.daemon = True
     watchdog.start()
@@ -79,7 +141,10 @@ def pytest_runtest_call(item: pytest.Item):
         watchdog.cancel()
 
 
-def _failure_message(item: pytest.Item, call: pytest.CallInfo) -> str:
+def _failure_message(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> str:
+    """One line: the learner's exception, a timeout, a dead kernel, or why nbval failed the cell."""
+    if report.skipped:
+        return "skipped"
     outputs = getattr(item, "test_outputs", None) or []
     errors = [o for o in outputs if o.get("output_type") == "error"]
     exc = call.excinfo.value if call.excinfo else None
@@ -108,7 +173,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         "passed": report.passed and not hasattr(report, "wasxfail"),
         "stdout": "".join(o.get("text", "") for o in outputs
                           if o.get("output_type") == "stream" and o.get("name") == "stdout"),
-        "message": "" if report.passed else _failure_message(item, call),
+        "message": "" if report.passed else _failure_message(item, call, report),
     }
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")

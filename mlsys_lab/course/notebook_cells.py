@@ -110,7 +110,8 @@ def find_exercises(nb: NotebookNode) -> list[Exercise]:
 
 def defines_function(source: str, function_name: str) -> bool:
     """Does the cell define ``function_name`` at top level? (Text match: works on broken code too.)"""
-    return re.search(rf"^(?:async\s+)?def\s+{re.escape(function_name)}\s*\(", source, re.MULTILINE) is not None
+    pattern = rf"^(?:async\s+)?def\s+{re.escape(function_name)}\s*\("
+    return re.search(pattern, source, re.MULTILINE) is not None
 
 
 def stdout_text(cell: NotebookNode) -> str:

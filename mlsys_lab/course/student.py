@@ -92,20 +92,22 @@ def write_student_versions(src: Path, out: Path) -> list[Path]:
     """Write student versions of one notebook or of every notebook in a folder; returns the paths written.
 
     With a folder, or an ``out`` that is not an ``.ipynb`` file, ``out`` is a folder and each notebook
-    keeps its name. Refuses to overwrite its own input.
+    keeps its name. Refuses to overwrite its own input. A notebook that breaks the exercise convention
+    is skipped and named in the ValueError raised after the others are written.
     """
-    sources = notebook_paths(src)
-    written = []
-    for path in sources:
+    written, problems = [], []
+    for path in notebook_paths(src):
         target = out if (src.is_file() and out.suffix == ".ipynb") else out / path.name
         if target.resolve() == path.resolve():
             raise ValueError(f"out: {target} is the source notebook itself; choose another folder")
-        nb = nbformat.read(path, as_version=4)
         try:
-            student = student_version(nb)
+            student = student_version(nbformat.read(path, as_version=4))
         except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+            problems.append(f"{path}: {exc}")
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(student, target)
         written.append(target)
+    if problems:
+        raise ValueError("no student version for:\n  " + "\n  ".join(problems))
     return written

@@ -113,7 +113,9 @@ def ep_moe_forward(x, params: dict, n_ranks: int, log: comm.CommLog | None = Non
         gates = routing[i][1]
         for j in range(n_ranks):
             rows, slot, _ = send_meta[i][j]
-            xp.add.at(out, rows, gates[rows, slot][:, None] * back[i][j])   # a token may come back k times
+            for s in range(gates.shape[1]):  # within one slot a token appears once: plain += is safe
+                sel = slot == s
+                out[rows[sel]] += gates[rows[sel], s][:, None] * back[i][j][sel]
         outs.append(out)
     counts = np.bincount(np.concatenate([asnumpy(r[0]).ravel() for r in routing]), minlength=n_experts)
     return xp.concatenate(outs, axis=0), counts

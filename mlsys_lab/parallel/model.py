@@ -100,7 +100,8 @@ def attention(u, wq, wk, wv, wo, head_dim: int):
 
     q, k, v = heads(u @ wq), heads(u @ wk), heads(u @ wv)                    # (b, h, s, d_h)
     scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head_dim)              # (b, h, s, s)
-    scores = scores + xp.triu(xp.full((s, s), -xp.inf), k=1)                # causal mask
+    future = xp.triu(xp.ones((s, s), dtype=bool), k=1)                       # (s, s): key after query
+    scores = xp.where(future, -xp.inf, scores)                               # causal mask
     probs = xp.exp(scores - scores.max(axis=-1, keepdims=True))
     probs /= probs.sum(axis=-1, keepdims=True)                              # (b, h, s, s)
     ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, n_local * head_dim)  # (b, s, h·d_h)
@@ -211,4 +212,10 @@ def loss_and_grads(x, target, blocks: list[dict], head_dim: int):
 
 def sgd_update(blocks: list[dict], grads: list[dict], lr: float) -> list[dict]:
     """θ ← θ − lr·g, returning new parameter dicts."""
-    return [{k: p[k] - lr * g[k] for k in p} for p, g in zip(blocks, grads)]
+    return [{k: p[k] - lr * g[k] for k in p} for p, g in zip(blocks, grads, strict=True)]
+
+
+def max_relative_error(got: list[dict], ref: list[dict]) -> float:
+    """max over tensors of max|got − ref| / max|ref|: how far a parallel result is from the reference."""
+    return max(float(xp.max(xp.abs(a[k] - b[k])) / xp.max(xp.abs(b[k])))
+               for a, b in zip(got, ref, strict=True) for k in b)

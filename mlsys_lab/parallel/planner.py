@@ -89,7 +89,8 @@ class Estimate:
 
 
 def _link(group_span: int, cluster: ClusterSpec) -> float:
-    return cluster.intra_node_bytes_per_s if group_span <= cluster.gpus_per_node else cluster.inter_node_bytes_per_s
+    inside = group_span <= cluster.gpus_per_node
+    return cluster.intra_node_bytes_per_s if inside else cluster.inter_node_bytes_per_s
 
 
 def estimate(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: int,
@@ -125,11 +126,13 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: i
     seconds = {"compute": m * t_compute, "tp_comm": m * t_tp, "p2p": m * t_p2p, "bubble": (p - 1) * slot,
                "dp_comm": t_dp, "total": total}
     memory = {"model_states": states, "activations": activations, "total": states + activations}
-    return Estimate(plan, m, memory, seconds, flops / (cluster.n_gpus * total), memory["total"] <= cluster.memory_bytes)
+    fits = memory["total"] <= cluster.memory_bytes
+    return Estimate(plan, m, memory, seconds, flops / (cluster.n_gpus * total), fits)
 
 
 def enumerate_plans(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
-                    micro_batches=(1, 2, 4, 8), zero_stages=(0, 1, 2, 3), recompute: bool = True) -> list[Plan]:
+                    micro_batches=(1, 2, 4, 8), zero_stages=(0, 1, 2, 3),
+                    recompute: bool = True) -> list[Plan]:
     """Every valid (dp, tp, pp, zero stage, micro-batch) for the cluster (ZeRO-2/3 only with pp = 1)."""
     n = check_int("n_gpus", cluster.n_gpus, low=1)
     plans = []
@@ -177,3 +180,48 @@ def calibrate_efficiency(model: ModelSpec, cluster: ClusterSpec, plan: Plan, glo
 def with_gpus(cluster: ClusterSpec, n_gpus: int) -> ClusterSpec:
     """The same cluster with another GPU count."""
     return replace(cluster, n_gpus=check_int("n_gpus", n_gpus, low=1))
+
+
+# --- the published runs the planner is checked against ---------------------------------------
+def selene(n_gpus: int) -> ClusterSpec:
+    """NVIDIA Selene as in Megatron-LM 2021: DGX A100 80GB nodes of 8, 312 TFLOP/s fp16 dense,
+    NVLink 3 300 GB/s each way per GPU, 8 × HDR 200 Gb/s InfiniBand per node = 25 GB/s per GPU."""
+    return ClusterSpec(check_int("n_gpus", n_gpus, low=1), 8, 80e9, 312e12, 300e9, 25e9,
+                       name="Selene (A100)")
+
+
+def megatron_runs() -> list[dict]:
+    """Rows of Megatron-LM's Table 1 (Narayanan et al. 2021) from ``data/parallelism_megatron_2021.json``."""
+    import json
+    from importlib import resources
+
+    path = resources.files("mlsys_lab.data").joinpath("parallelism_megatron_2021.json")
+    table = json.loads(path.read_text())
+    return [dict(zip(table["columns"], row, strict=True)) for row in table["rows"]]
+
+
+def predict_megatron_runs(calibrate_on: int = 0, micro_batch: int = 1) -> list[dict]:
+    """Fix ``efficiency`` on run ``calibrate_on``, then predict every run's TFLOP/s per GPU.
+
+    Each run uses its published (t, p), d = n/(t·p), no ZeRO (the paper keeps full optimizer
+    states per data-parallel rank), activation recomputation, the non-interleaved 1F1B bubble and an
+    assumed micro-batch size (Table 1 does not list it). Returns rows with predicted and error.
+    """
+    runs = megatron_runs()
+
+    def parts(run):
+        name = f"GPT {run['params_billion']:g}B"
+        model = ModelSpec(run["n_layers"], run["hidden"], run["n_heads"], name=name)
+        plan = Plan(run["n_gpus"] // (run["tp"] * run["pp"]), run["tp"], run["pp"], 0, micro_batch, True)
+        return model, selene(run["n_gpus"]), plan, run["global_batch"]
+
+    published = runs[calibrate_on]["tflop_per_s_per_gpu"] * 1e12
+    efficiency = calibrate_efficiency(*parts(runs[calibrate_on]), published)
+    out = []
+    for index, run in enumerate(runs):
+        est = estimate(*parts(run), efficiency)
+        predicted = est.flop_per_s_per_gpu / 1e12
+        out.append({**run, "predicted_tflop_per_s": predicted, "efficiency": efficiency,
+                    "relative_error": predicted / run["tflop_per_s_per_gpu"] - 1,
+                    "calibration": index == calibrate_on, "estimate": est})
+    return out

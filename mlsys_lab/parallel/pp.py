@@ -41,9 +41,11 @@ def _check(n_stages, n_microbatches, schedule, n_chunks):
     check_choice("schedule", schedule, SCHEDULES)
     v = check_int("n_chunks", n_chunks, low=1)
     if schedule != "interleaved" and v != 1:
-        raise ValueError(f"n_chunks must be 1 for schedule={schedule!r} (only 'interleaved' uses chunks); got {v}")
+        raise ValueError(f"n_chunks must be 1 for schedule={schedule!r} (only 'interleaved' uses chunks); "
+                         f"got {v}")
     if schedule == "interleaved" and v > 1 and m % p:
-        raise ValueError(f"n_microbatches must be a multiple of n_stages={p} for the interleaved schedule; got {m}")
+        raise ValueError(f"n_microbatches must be a multiple of n_stages={p} for the interleaved schedule; "
+                         f"got {m}")
     return p, m, v
 
 
@@ -54,7 +56,8 @@ def pipeline_bubble_fraction(n_stages: int, n_microbatches: int, schedule: str =
     return (p - 1) / (v * m + p - 1)
 
 
-def schedule_ops(n_stages: int, n_microbatches: int, schedule: str = "1f1b", n_chunks: int = 1) -> list[list[Op]]:
+def schedule_ops(n_stages: int, n_microbatches: int, schedule: str = "1f1b",
+                 n_chunks: int = 1) -> list[list[Op]]:
     """The ordered op list of each device (what each GPU executes, in order)."""
     p, m, v = _check(n_stages, n_microbatches, schedule, n_chunks)
     orders = []
@@ -63,30 +66,21 @@ def schedule_ops(n_stages: int, n_microbatches: int, schedule: str = "1f1b", n_c
             orders.append([Op("F", i) for i in range(m)] + [Op("B", i) for i in range(m)])
             continue
         total = m * v
-        if v == 1:
-            warmup = min(p - d - 1, m)
-        else:  # Megatron-LM's interleaved warm-up count
-            warmup = min((p - d - 1) * 2 + (v - 1) * p, total)
-
-        def fwd(k):  # k-th forward of this device: groups of p micro-batches per chunk
-            return Op("F", (k // (p * v)) * p + k % p, (k // p) % v)
-
-        def bwd(k):
-            return Op("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
-
-        if v == 1:
-            def fwd(k):  # noqa: F811  (plain 1F1B: micro-batches in order)
-                return Op("F", k)
-
-            def bwd(k):  # noqa: F811
-                return Op("B", k)
-
-        ops = [fwd(k) for k in range(warmup)]
+        # warm-up forwards: p−d−1 for 1F1B; Megatron-LM's count for the interleaved schedule
+        warmup = min(p - d - 1, m) if v == 1 else min((p - d - 1) * 2 + (v - 1) * p, total)
+        ops = [_nth_op("F", k, p, v) for k in range(warmup)]
         for i in range(total - warmup):
-            ops += [fwd(warmup + i), bwd(i)]
-        ops += [bwd(k) for k in range(total - warmup, total)]
+            ops += [_nth_op("F", warmup + i, p, v), _nth_op("B", i, p, v)]
+        ops += [_nth_op("B", k, p, v) for k in range(total - warmup, total)]
         orders.append(ops)
     return orders
+
+
+def _nth_op(kind: str, k: int, p: int, v: int) -> Op:
+    """The k-th forward (or backward) of a device: micro-batches in groups of p, chunk by chunk
+    (backwards visit the chunks in reverse). With v = 1 this is micro-batch k, chunk 0."""
+    chunk = (k // p) % v
+    return Op(kind, (k // (p * v)) * p + k % p, chunk if kind == "F" else v - 1 - chunk)
 
 
 def simulate_schedule(n_stages: int, n_microbatches: int, schedule: str = "1f1b", n_chunks: int = 1,
@@ -122,7 +116,7 @@ def simulate_schedule(n_stages: int, n_microbatches: int, schedule: str = "1f1b"
                 end = start + (tf if op.kind == "F" else tb)
                 done[(op.kind, op.microbatch, k)] = end
                 events.append(Event(f"stage {d}", start, end, f"{op.kind}{op.microbatch}.{op.chunk}",
-                                    "forward" if op.kind == "F" else "backward"))
+                                    "forward" if op.kind == "F" else "backward", op.microbatch, op.chunk))
                 free[d], nxt[d] = end, nxt[d] + 1
                 progressed = True
         if not progressed:
@@ -168,9 +162,7 @@ def pipeline_loss_and_grads(x, target, blocks: list[dict], head_dim: int, n_stag
     live, peak, loss = [0] * p, [0] * p, 0.0
     for event in sorted(simulate_schedule(p, m, schedule, v), key=lambda e: (e.start, e.stream)):
         d = int(event.stream.split()[1])
-        kind, rest = event.label[0], event.label[1:]
-        mb, chunk = (int(part) for part in rest.split("."))
-        k = chunk * p + d
+        kind, mb, k = event.label[0], event.microbatch, event.chunk * p + d
         layers = range(k * per, (k + 1) * per)
         if kind == "F":
             h = xs[mb] if k == 0 else comm.send(inputs.pop(("act", mb, k)), log)
@@ -188,7 +180,7 @@ def pipeline_loss_and_grads(x, target, blocks: list[dict], head_dim: int, n_stag
                 dout[(mb, k)] = dy / m                                          # global mean over m
         else:
             dy = dout.pop((mb, k)) if k == n_virtual - 1 else comm.send(dout.pop((mb, k)), log)
-            for i, cache in zip(reversed(layers), reversed(caches.pop((mb, k)))):
+            for i, cache in zip(reversed(layers), reversed(caches.pop((mb, k))), strict=True):
                 dy, g = block_backward(dy, cache)
                 for name in g:
                     grads[i][name] = grads[i][name] + g[name]

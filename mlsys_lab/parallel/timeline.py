@@ -29,6 +29,8 @@ class Event:
     end: float
     label: str
     kind: str  # "forward", "backward", "all_reduce", "send", ...
+    microbatch: int = -1  # pipeline ops: which micro-batch and model chunk
+    chunk: int = 0
 
     @property
     def seconds(self) -> float:

@@ -26,7 +26,7 @@ from mlsys_lab.parallel.model import (
     rms_norm,
     rms_norm_backward,
 )
-from mlsys_lab.validation import check_divides
+from mlsys_lab.validation import check_divides, check_int
 
 COLUMN_SPLIT = ("wq", "wk", "wv", "w1")  # split along axis 1 (output features / heads)
 ROW_SPLIT = ("wo", "w2")  # split along axis 0 (input features)
@@ -111,3 +111,62 @@ def tp_loss_and_grads(x, target, blocks: list[dict], n_heads: int, n_ranks: int,
         dys, g = tp_block_backward(dys, cache, log)
         grads.append(unshard_grads(g))
     return loss, grads[::-1]
+
+
+def time_mlp_shards(n_tokens: int, hidden: int, degrees=(1, 2, 4, 8), dtype: str = "float32",
+                    repeat: int = 10, cpu_threads: int | None = None) -> dict:
+    """Timing (seconds) of one rank's MLP GEMMs, (n, h)·(h, 4h/t) then (n, 4h/t)·(4h/t, h), per degree t.
+
+    The FLOPs fall as 1/t (16·n·h²/t); the measured time falls less once the shards get too thin
+    to keep the machine busy, which is one reason TP degrees stay small. On NumPy, ``cpu_threads``
+    runs the timing in a child process whose BLAS uses that many threads (a CPU core standing in
+    for one device; multi-threaded BLAS on a busy shared CPU makes small GEMMs erratic).
+    """
+    import numpy as np
+
+    from mlsys_lab.backend import on_gpu, xp
+    from mlsys_lab.timing import Timing, benchmark
+
+    if cpu_threads is not None and not on_gpu:
+        import json
+        import os
+        import subprocess
+        import sys
+
+        n = str(check_int("cpu_threads", cpu_threads, low=1))
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n,
+               "MLSYS_LAB_BACKEND": "numpy"}
+        code = ("import json; from mlsys_lab.parallel.tp import time_mlp_shards as f; "
+                f"print(json.dumps({{t: s.samples for t, s in f({n_tokens}, {hidden}, {tuple(degrees)}, "
+                f"{dtype!r}, {repeat}).items()}}))")
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True)
+        return {int(t): Timing(tuple(s), "cpu") for t, s in json.loads(done.stdout).items()}
+
+    n_tokens, hidden = check_int("n_tokens", n_tokens, low=1), check_int("hidden", hidden, low=1)
+    g = np.random.default_rng(0)
+
+    def rand(*shape):
+        return xp.asarray(g.standard_normal(shape, dtype=np.float32) * 0.02).astype(dtype)
+
+    x = rand(n_tokens, hidden)                                                 # (n, h) replicated input
+    seconds = {}
+    for t in degrees:
+        check_divides("t", t, of_name="4·hidden", of_value=4 * hidden)
+        a, b = rand(hidden, 4 * hidden // t), rand(4 * hidden // t, hidden)    # (h, 4h/t), (4h/t, h) shards
+        y, z = xp.empty((n_tokens, 4 * hidden // t), dtype=dtype), xp.empty_like(x)  # (n, 4h/t), (n, h)
+
+        def step(a=a, b=b, y=y, z=z):  # outputs preallocated: time the GEMMs, not the allocator
+            xp.matmul(x, a, out=y)
+            xp.matmul(y, b, out=z)
+
+        seconds[int(t)] = benchmark(step, warmup=5, repeat=repeat)
+    return seconds
+
+
+def shard_gemm_intensity(n_tokens: int, hidden: int, t: int, bytes_per_value: int = 2) -> float:
+    """FLOP per byte of one rank's first MLP GEMM (n, h)·(h, 4h/t): 2·n·h·4h/t over reading X and A
+    and writing Y once, bytes_per_value·(n·h + 4h²/t + 4n·h/t)."""
+    n, h = check_int("n_tokens", n_tokens, low=1), check_int("hidden", hidden, low=1)
+    t = check_int("t", t, low=1)
+    return 2 * n * h * 4 * h / t / (bytes_per_value * (n * h + 4 * h * h / t + 4 * n * h / t))

@@ -46,7 +46,8 @@ def zero_memory_breakdown(n_params: float, n_gpus: int, stage: int, bytes_per_pa
     b = check_number("bytes_per_param", bytes_per_param, low=0.0, low_inclusive=False)
     k = check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, low=0.0)
     if offload_params and stage != 3:
-        raise ValueError(f"offload_params needs stage=3 (parameters must be partitioned to stream them); got {stage}")
+        raise ValueError("offload_params needs stage=3 (parameters must be partitioned to stream them); "
+                         f"got {stage}")
     params = b * psi / (n if stage >= 3 else 1)
     grads = b * psi / (n if stage >= 2 else 1)
     optimizer = k * psi / (n if stage >= 1 else 1)
@@ -103,7 +104,8 @@ def _pad(vector, n: int):
 
 def init_adam_state(blocks: list[dict]) -> dict:
     """Adam moments (zeros) for every block's flat parameter vector, and the step count."""
-    return {"m": [xp.zeros(_flat(b).size) for b in blocks], "v": [xp.zeros(_flat(b).size) for b in blocks], "t": 0}
+    sizes = [_flat(b).size for b in blocks]
+    return {"m": [xp.zeros(n) for n in sizes], "v": [xp.zeros(n) for n in sizes], "t": 0}
 
 
 def adam(theta, grad, m, v, t: int, lr: float, beta1=0.9, beta2=0.999, eps=1e-8):
@@ -121,7 +123,7 @@ def reference_adam_step(x, target, blocks, head_dim, state, lr):
     loss, grads = loss_and_grads(x, target, blocks, head_dim)
     t = state["t"] + 1
     new_blocks, ms, vs = [], [], []
-    for blk, g, m, v in zip(blocks, grads, state["m"], state["v"]):
+    for blk, g, m, v in zip(blocks, grads, state["m"], state["v"], strict=True):
         theta, m, v = adam(_flat(blk), _flat(g), m, v, t, lr)
         new_blocks.append(_unflat(theta, blk))
         ms.append(m)
@@ -194,7 +196,8 @@ def zero_adam_step(x, target, blocks: list[dict], head_dim: int, n_ranks: int, s
         size = _flat(blk).size
         m_full, v_full = _pad(state["m"][i], n), _pad(state["v"][i], n)
         new = []
-        for r, (m_r, v_r) in enumerate(zip(comm.partition(m_full, n), comm.partition(v_full, n))):
+        moments = zip(comm.partition(m_full, n), comm.partition(v_full, n), strict=True)
+        for r, (m_r, v_r) in enumerate(moments):
             theta, m_r, v_r = adam(shards[i][r], grad_shards[i][r], m_r, v_r, t, lr)
             new.append((theta, m_r, v_r))
         thetas = [th for th, _, _ in new]

@@ -1,0 +1,124 @@
+"""Record lesson 06's GPU figures: weight-only int8 matmul vs cuBLAS, engine memory, checkpointing sweep.
+
+Run on a CUDA machine (CuPy backend):  python benchmarks/training_memory_gpu.py
+Writes mlsys_lab/data/training_memory_gpu.json (device name, date, every figure), which the notebook
+shows when it runs on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from mlsys_lab import backend
+from mlsys_lab.autodiff import Tape, Tensor
+from mlsys_lab.checkpointing import forward_backward
+from mlsys_lab.memory import measure_peak_bytes, mlp_step_bytes
+from mlsys_lab.quantize import int8_weight_matmul, int8_weight_matmul_reference, quantize, relative_error
+from mlsys_lab.timing import benchmark
+from mlsys_lab.training import Adam, forward_loss, make_mlp
+
+OUT = Path(__file__).resolve().parents[1] / "mlsys_lab" / "data" / "training_memory_gpu.json"
+
+
+def int8_matmul_row(xp, generator, m: int, n: int, k: int) -> dict:
+    """One shape: check the kernel against the NumPy reference, then time it beside cuBLAS fp16/fp32."""
+    w = generator.standard_normal((n, k), dtype=np.float32) * 0.02
+    q = quantize(w, 8, "symmetric", "channel")
+    codes, scales = q.codes.astype(np.int8), q.scales[:, 0]
+    x = generator.standard_normal((m, k), dtype=np.float32).astype(np.float16)
+    d_x, d_codes, d_scales = xp.asarray(x), xp.asarray(codes), xp.asarray(scales)
+    w16, w32 = xp.asarray(w.astype(np.float16)), xp.asarray(w)
+    x32 = d_x.astype(xp.float32)
+    got = backend.asnumpy(int8_weight_matmul(d_x, d_codes, d_scales)).astype(np.float32)
+    error = relative_error(got, int8_weight_matmul_reference(x.astype(np.float32), codes, scales))
+    t_int8 = benchmark(lambda: int8_weight_matmul(d_x, d_codes, d_scales), warmup=5, repeat=50)
+    t_fp16 = benchmark(lambda: d_x @ w16.T, warmup=5, repeat=50)
+    t_fp32 = benchmark(lambda: x32 @ w32.T, warmup=5, repeat=50)
+    return {"M": m, "N": n, "K": k, "rel_error_vs_reference": error,
+            "int8_seconds": t_int8.median, "fp16_cublas_seconds": t_fp16.median,
+            "fp32_cublas_seconds": t_fp32.median,
+            "int8_weight_bytes": n * k, "fp16_weight_bytes": 2 * n * k, "fp32_weight_bytes": 4 * n * k}
+
+
+def int8_matmul_figures(xp) -> list[dict]:
+    generator = np.random.default_rng(0)
+    shapes = [(m, n, k) for (n, k) in ((8192, 8192), (28672, 8192)) for m in (1, 4, 16)]
+    return [int8_matmul_row(xp, generator, m, n, k)
+            for m, n, k in tqdm(shapes, desc="int8 weight-only matmul")]
+
+
+def engine_memory_figures(xp) -> list[dict]:
+    rows = []
+    generator = np.random.default_rng(0)
+    configs = [(1024, 8, 1024), (2048, 8, 256), (1024, 16, 4096)]
+    for width, n_blocks, batch in tqdm(configs, desc="engine memory"):
+        x = xp.asarray(generator.standard_normal((batch, 64), dtype=np.float32))
+        labels = xp.asarray(generator.integers(0, 10, batch))
+
+        def run(width=width, n_blocks=n_blocks, x=x, labels=labels):
+            model = make_mlp(64, width, n_blocks, 10)
+            optimizer = Adam(1e-3)
+            for _ in range(2):
+                tape = Tape()
+                loss = forward_loss(model, Tensor(x, tape), labels)
+                model.zero_grad()
+                tape.backward(loss)
+                optimizer.step(model.parameters)
+            return model
+
+        _, peak, _ = measure_peak_bytes(run)
+        predicted = mlp_step_bytes(64, width, n_blocks, 10, batch).total
+        rows.append({"width": width, "n_blocks": n_blocks, "batch": batch,
+                     "measured_peak_bytes": peak, "predicted_bytes": predicted})
+    return rows
+
+
+def checkpoint_sweep(xp, n_blocks: int = 16, width: int = 1024, batch: int = 4096) -> dict:
+    generator = np.random.default_rng(0)
+    model = make_mlp(64, width, n_blocks, 10)
+    x = xp.asarray(generator.standard_normal((batch, 64), dtype=np.float32))
+    labels = xp.asarray(generator.integers(0, 10, batch))
+    rows = []
+    for k in tqdm(range(1, n_blocks + 1), desc="checkpoint sweep"):
+        stats = forward_backward(model, x, labels, k)
+        timing = benchmark(lambda k=k: forward_backward(model, x, labels, k), warmup=2, repeat=10)
+        _, peak, _ = measure_peak_bytes(lambda k=k: forward_backward(model, x, labels, k))
+        rows.append({"segment_length": k, "peak_tape_bytes": stats.peak_activation_bytes,
+                     "measured_step_peak_bytes": peak, "n_block_forwards": stats.n_block_forwards,
+                     "step_seconds": timing.median})
+    return {"n_blocks": n_blocks, "width": width, "batch": batch, "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT, help="where to write the JSON record")
+    parser.add_argument("--parts", default="int8,engine,sweep",
+                        help="comma-separated parts to (re)measure; others are kept from --out if it exists")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if not backend.on_gpu:
+        raise SystemExit(f"This script records GPU figures and needs CuPy with a GPU ({backend.describe()}).")
+    xp = backend.xp
+    device = backend.describe().split(" · ")[1].removeprefix("device: ")
+    partial = parts != {"int8", "engine", "sweep"}
+    record = json.loads(args.out.read_text()) if partial and args.out.exists() else {}
+    record.update({"device": device, "backend": backend.describe(),
+                   "date": datetime.date.today().isoformat()})
+    if "int8" in parts:
+        record["int8_weight_matmul"] = int8_matmul_figures(xp)
+    if "engine" in parts:
+        record["engine_memory"] = engine_memory_figures(xp)
+    if "sweep" in parts:
+        record["checkpoint_sweep"] = checkpoint_sweep(xp)
+    args.out.write_text(json.dumps(record, indent=1))
+    print(json.dumps(record, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+// Weight-only int8 matmul for small batches (the decode shape): y = x · (scale ⊙ W)ᵀ.
+//   x     (M, K) fp16, row-major: activations stay in 16-bit float
+//   w     (N, K) int8, row-major: one output channel per row, symmetric codes in [-127, 127]
+//   scale (N)    fp32: one scale per output channel
+//   y     (M, N) fp16
+// One warp computes one output channel n for all M rows: each lane reads 16 int8 weights with one
+// 16-byte load, converts them to float in registers (the dequantization happens in the kernel, so
+// HBM carries 1 byte per weight instead of 2), multiplies by x, and the warp sums by shuffles.
+// Requires K % 16 == 0 and M <= MAX_M. Reference: quantize.int8_weight_matmul_reference.
+#include <cuda_fp16.h>
+
+#define MAX_M 16
+
+extern "C" __global__ void int8_weight_matmul(const __half* __restrict__ x, const signed char* __restrict__ w,
+                                              const float* __restrict__ scale, __half* __restrict__ y,
+                                              int M, int N, int K) {
+    const int warps_per_block = blockDim.x / 32;
+    const int n = blockIdx.x * warps_per_block + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (n >= N) return;
+    float acc[MAX_M];
+#pragma unroll
+    for (int m = 0; m < MAX_M; ++m) acc[m] = 0.0f;
+    const signed char* row = w + (size_t)n * K;
+    for (int k = lane * 16; k < K; k += 32 * 16) {
+        const int4 packed = __ldg(reinterpret_cast<const int4*>(row + k));   // 16 weights in one load
+        const signed char* q = reinterpret_cast<const signed char*>(&packed);
+        float wf[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) wf[j] = (float)q[j];                   // dequantize in registers
+#pragma unroll
+        for (int m = 0; m < MAX_M; ++m) {
+            if (m < M) {
+                const int4* xv = reinterpret_cast<const int4*>(x + (size_t)m * K + k);
+                int4 xa = xv[0], xb = xv[1];                                  // 16 halves in two loads
+                const __half* ha = reinterpret_cast<const __half*>(&xa);
+                const __half* hb = reinterpret_cast<const __half*>(&xb);
+                float s = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) s += __half2float(ha[j]) * wf[j] + __half2float(hb[j]) * wf[8 + j];
+                acc[m] += s;
+            }
+        }
+    }
+    const float channel_scale = scale[n];
+#pragma unroll
+    for (int m = 0; m < MAX_M; ++m) {
+        if (m < M) {
+            float v = acc[m];
+            for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffff, v, offset);
+            if (lane == 0) y[(size_t)m * N + n] = __float2half(v * channel_scale);
+        }
+    }
+}
