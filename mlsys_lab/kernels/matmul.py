@@ -20,7 +20,7 @@ from mlsys_lab.kernels import loader
 from mlsys_lab.validation import check_choice, check_int
 
 SOURCE = "matmul_sgemm.cu"
-WARPTILE_PARAMS = ("BM", "BN", "BK", "WM", "WN", "WNITER", "TM", "TN", "THREADS")
+WARPTILE_PARAMS = ("BM", "BN", "BK", "WM", "WN", "WNITER", "TM", "TN", "THREADS", "GROUP")
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class SgemmStep:
 
 
 def warptile_step(name: str, function: str, idea: str, values: tuple[int, ...]) -> SgemmStep:
-    """A warp-tiling step from its nine template values (BM, BN, BK, WM, WN, WNITER, TM, TN, THREADS)."""
+    """A warp-tiling step from its template values (BM, BN, BK, WM, WN, WNITER, TM, TN, THREADS, GROUP)."""
     return SgemmStep(name, function, idea, dict(zip(WARPTILE_PARAMS, values, strict=True)))
 
 
@@ -82,20 +82,27 @@ STEPS: dict[str, SgemmStep] = {s.name: s for s in (
     SgemmStep("double_buffer", "sgemm_double_buffer", "next tile fetched into registers during the FMAs",
               {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}),
     warptile_step("warptile", "sgemm_warptile", "warp-level tile between block and thread tiles",
-                  (128, 128, 16, 64, 64, 4, 8, 4, 128)),
+                  (128, 128, 16, 64, 64, 4, 8, 4, 128, 1)),
     warptile_step("warptile_db", "sgemm_warptile_db", "warp tiling with double buffering",
-                  (128, 128, 16, 64, 64, 4, 8, 4, 128)),
+                  (128, 128, 16, 64, 64, 4, 8, 4, 128, 1)),
+    warptile_step("grouped", "sgemm_warptile_db", "tuned tile shape; blocks in L2-friendly groups of rows",
+                  (128, 128, 8, 64, 64, 2, 8, 8, 128, 8)),
 )}
 
 # Configurations of the last two steps tried by the autotuning pass of benchmarks/memory_gpu.py.
 WARPTILE_CANDIDATES: tuple[tuple[int, ...], ...] = (
-    (128, 128, 16, 64, 64, 4, 8, 4, 128),
-    (128, 128, 8, 64, 64, 2, 8, 8, 128),
-    (128, 128, 16, 64, 32, 2, 8, 4, 256),
-    (128, 128, 16, 64, 32, 1, 8, 4, 256),
-    (128, 128, 8, 64, 32, 2, 8, 4, 256),
-    (64, 128, 16, 32, 64, 2, 8, 4, 128),
-    (256, 128, 16, 128, 64, 4, 8, 4, 128),  # 128 accumulators per thread: ptxas spills (kept as the warning)
+    (128, 128, 16, 64, 64, 4, 8, 4, 128, 1),
+    (128, 128, 8, 64, 64, 2, 8, 8, 128, 1),
+    (128, 128, 8, 64, 64, 2, 8, 8, 128, 4),
+    (128, 128, 8, 64, 64, 2, 8, 8, 128, 8),
+    (128, 128, 8, 64, 64, 2, 8, 8, 128, 16),
+    (128, 128, 8, 64, 64, 1, 8, 8, 128, 8),
+    (128, 128, 8, 32, 128, 2, 8, 8, 128, 8),
+    (128, 128, 8, 128, 32, 1, 8, 8, 128, 8),
+    (128, 128, 16, 64, 64, 2, 8, 8, 128, 8),
+    (128, 128, 16, 64, 32, 1, 8, 4, 256, 8),
+    (64, 128, 16, 32, 64, 2, 8, 4, 128, 8),
+    (256, 128, 16, 128, 64, 4, 8, 4, 128, 1),  # 128 accumulators per thread: spills (kept as the warning)
 )
 
 
@@ -145,7 +152,7 @@ def sgemm(a, b, step: str | SgemmStep = "warptile_db", out=None):
 
 def warptile_problems(values: tuple[int, ...], double_buffer: bool = False) -> list[str]:
     """Why a warp-tiling configuration cannot work (empty list: it can). Mirrors the kernel's asserts."""
-    bm, bn, bk, wm, wn, wniter, tm, tn, threads = values
+    bm, bn, bk, wm, wn, wniter, tm, tn, threads, group = values
     problems = []
     if (bm // wm) * (bn // wn) * 32 != threads or bm % wm or bn % wn:
         problems.append(f"{threads} threads must be one warp per {wm} x {wn} tile of a {bm} x {bn} block")
@@ -156,6 +163,8 @@ def warptile_problems(values: tuple[int, ...], double_buffer: bool = False) -> l
         problems.append("the float4 tile loads must divide evenly among the threads")
     if tm % 4 or tn % 4:
         problems.append("TM and TN must be multiples of 4 (float4 shared loads)")
+    if group < 1:
+        problems.append(f"GROUP must be >= 1; got {group}")
     smem_bytes = 4 * bk * (bm + bn) * (2 if double_buffer else 1)
     if smem_bytes > 48 * 1024:
         problems.append(f"static shared memory {smem_bytes} bytes > 48 KiB")

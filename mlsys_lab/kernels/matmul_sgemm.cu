@@ -13,6 +13,7 @@
 //   7 double_buffer  two shared buffers: the next tile is fetched into registers during the FMAs
 //   8 warptile       a warp owns a WM x WN tile: threads of a warp share rows and columns (fewer bank conflicts)
 //   9 warptile_db    8 with the double buffering of 7
+//  10 grouped        9 with blocks launched in L2-friendly groups of rows (GROUP template parameter)
 //
 // Kernels 4-9 need M % BM == 0, N % BN == 0 and K % BK == 0 (the launcher checks, and says so).
 
@@ -330,7 +331,19 @@ __device__ __forceinline__ void store_warp_tile(float* C, int N, int t_row, int 
         }
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int THREADS>
+// Grouped block order (as in Triton's matmul tutorial): blocks launched one after another cover a
+// GROUP-tall band of C column by column, so the strips of A and B they read are still in L2.
+// GROUP = 1 is the plain row-by-row order. Returns (block row, block column).
+template <int GROUP>
+__device__ __forceinline__ int2 grouped_block() {
+    const int pid = blockIdx.y * gridDim.x + blockIdx.x;
+    const int per_group = GROUP * gridDim.x;
+    const int first_row = (pid / per_group) * GROUP;
+    const int rows = min((int)gridDim.y - first_row, GROUP);
+    return make_int2(first_row + (pid % per_group) % rows, (pid % per_group) / rows);
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int THREADS, int GROUP>
 __global__ void __launch_bounds__(THREADS)
 sgemm_warptile(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
                float* __restrict__ C) {
@@ -340,9 +353,10 @@ sgemm_warptile(int M, int N, int K, const float* __restrict__ A, const float* __
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int warp_col = warp % (BN / WN), warp_row = warp / (BN / WN);
     const int t_col = lane % (W::WSUBN / TN), t_row = lane / (W::WSUBN / TN);
-    A += blockIdx.y * BM * K;
-    B += blockIdx.x * BN;
-    C += (blockIdx.y * BM + warp_row * WM) * N + blockIdx.x * BN + warp_col * WN;
+    const int2 block = grouped_block<GROUP>();  // (row, column) of this block's tile of C
+    A += block.x * BM * K;
+    B += block.y * BN;
+    C += (block.x * BM + warp_row * WM) * N + block.y * BN + warp_col * WN;
     TileLoader<BM, BN, BK, THREADS> loader;
     float acc[W::RESULTS] = {0.0f};
     for (int k0 = 0; k0 < K; k0 += BK) {
@@ -357,7 +371,7 @@ sgemm_warptile(int M, int N, int K, const float* __restrict__ A, const float* __
     store_warp_tile<BM, BN, BK, WM, WN, WNITER, TM, TN, THREADS>(C, N, t_row, t_col, acc);
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int THREADS>
+template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int THREADS, int GROUP>
 __global__ void __launch_bounds__(THREADS)
 sgemm_warptile_db(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
                   float* __restrict__ C) {
@@ -367,9 +381,10 @@ sgemm_warptile_db(int M, int N, int K, const float* __restrict__ A, const float*
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int warp_col = warp % (BN / WN), warp_row = warp / (BN / WN);
     const int t_col = lane % (W::WSUBN / TN), t_row = lane / (W::WSUBN / TN);
-    A += blockIdx.y * BM * K;
-    B += blockIdx.x * BN;
-    C += (blockIdx.y * BM + warp_row * WM) * N + blockIdx.x * BN + warp_col * WN;
+    const int2 block = grouped_block<GROUP>();  // (row, column) of this block's tile of C
+    A += block.x * BM * K;
+    B += block.y * BN;
+    C += (block.x * BM + warp_row * WM) * N + block.y * BN + warp_col * WN;
     TileLoader<BM, BN, BK, THREADS> loader;
     float acc[W::RESULTS] = {0.0f};
     loader.fetch(A, B, K, N);

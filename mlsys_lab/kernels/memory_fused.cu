@@ -8,6 +8,8 @@
 #define SOFTMAX_VEC 4  // float4 values per thread: n_cols <= 4 * SOFTMAX_VEC * SOFTMAX_THREADS
 #endif
 
+#define NEG_INF __int_as_float(0xff800000)  // -infinity (NVRTC has no math.h INFINITY)
+
 __device__ __forceinline__ float warp_max(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
     return v;
@@ -24,7 +26,7 @@ __device__ float block_max(float v, float* scratch) {
     v = warp_max(v);
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
-    v = warp_max(lane < (int)(blockDim.x >> 5) ? scratch[lane] : -INFINITY);
+    v = warp_max(lane < (int)(blockDim.x >> 5) ? scratch[lane] : NEG_INF);
     __syncthreads();
     return v;
 }
@@ -48,7 +50,7 @@ softmax_rows(const float* __restrict__ x, float* __restrict__ y, int n_cols) {
     float4* row_out = reinterpret_cast<float4*>(y + (long long)blockIdx.x * n_cols);
     const int n4 = n_cols / 4;
     float4 v[SOFTMAX_VEC];
-    float row_max = -INFINITY;
+    float row_max = NEG_INF;
 #pragma unroll
     for (int j = 0; j < SOFTMAX_VEC; ++j) {
         const int c = threadIdx.x + j * SOFTMAX_THREADS;
