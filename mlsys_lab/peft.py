@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlsys_lab.quantize import nf4_bits_per_param
 from mlsys_lab.validation import check_choice, check_int, check_positive
 
 ATTENTION_TARGETS = ("q", "k", "v", "o")
@@ -54,7 +55,8 @@ class TransformerShape:
 # GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, d_ff = 4 d_model; BPE vocab 50257.
 GPT3_175B = TransformerShape("GPT-3 175B", d_model=12288, n_layers=96, d_ff=4 * 12288, vocab=50257)
 # LLaMA-65B (Touvron et al. 2023, Table 2 and the released config): 80 layers, d 8192, SwiGLU d_ff 22016.
-LLAMA_65B = TransformerShape("LLaMA-65B", d_model=8192, n_layers=80, d_ff=22016, vocab=32000, n_mlp_matrices=3)
+LLAMA_65B = TransformerShape("LLaMA-65B", d_model=8192, n_layers=80, d_ff=22016, vocab=32000,
+                             n_mlp_matrices=3)
 # LLaMA-7B: 32 layers, d 4096, SwiGLU d_ff 11008.
 LLAMA_7B = TransformerShape("LLaMA-7B", d_model=4096, n_layers=32, d_ff=11008, vocab=32000, n_mlp_matrices=3)
 MODELS = {m.name: m for m in (LLAMA_7B, LLAMA_65B, GPT3_175B)}
@@ -86,7 +88,7 @@ def lora_params_for_shapes(shapes: list[tuple[int, int]], rank: int, n_layers: i
 
 
 def lora_params_for_model(model: TransformerShape, rank: int, targets: tuple[str, ...]) -> int:
-    """LoRA parameters when ``targets`` (names of :meth:`TransformerShape.linear_shapes`) are adapted in every layer."""
+    """LoRA parameters when ``targets`` (keys of ``model.linear_shapes()``) are adapted in all layers."""
     shapes = model.linear_shapes()
     for t in targets:
         check_choice("targets", t, shapes)
@@ -131,9 +133,7 @@ def base_bits_per_param(quantization: str, block_size: int = 64, block_size2: in
         return 16.0
     if quantization == "int8":
         return 8 + 32 / block_size
-    if quantization == "nf4":
-        return 4 + 32 / block_size
-    return 4 + 8 / block_size + 32 / (block_size * block_size2)
+    return nf4_bits_per_param(block_size, double_quant=quantization == "nf4+dq", second_block=block_size2)
 
 
 def full_finetune_bytes(n_params: float, bytes_per_param: float = 12.0) -> float:

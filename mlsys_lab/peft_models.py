@@ -49,6 +49,8 @@ class TinyConfig:
     n_classes: int = 4
 
 
+DEFAULT_CONFIG = TinyConfig()
+
 def init_base(config: TinyConfig, seed: int = 0) -> Params:
     """Random base parameters (what pre-training starts from)."""
     rng = np.random.default_rng(seed)
@@ -80,11 +82,13 @@ def add_method(base: Params, method: str, rank: int = 4, prefix_len: int = 4,
     if method == "head":
         return p, HEAD
     if method == "adapter":
-        p.update({"ad_down": init_normal(rng, (d, rank), 1 / math.sqrt(d)), "ad_down_b": xp.zeros(rank, xp.float32),
+        p.update({"ad_down": init_normal(rng, (d, rank), 1 / math.sqrt(d)),
+                  "ad_down_b": xp.zeros(rank, xp.float32),
                   "ad_up": xp.zeros((rank, d), xp.float32), "ad_up_b": xp.zeros(d, xp.float32)})
         return p, ("ad_down", "ad_down_b", "ad_up", "ad_up_b") + HEAD
     if method == "prefix":
-        p.update({"prefix_k": init_normal(rng, (prefix_len, d), 1.0), "prefix_v": init_normal(rng, (prefix_len, d), 0.1)})
+        p.update({"prefix_k": init_normal(rng, (prefix_len, d), 1.0),
+                  "prefix_v": init_normal(rng, (prefix_len, d), 0.1)})
         return p, ("prefix_k", "prefix_v") + HEAD
     names = []
     for t in lora_targets:
@@ -155,7 +159,8 @@ def _proj_backward(params: Params, t: str, x2d, dy, scale: float, cache: dict, g
     return dx
 
 
-def backward(params: Params, cache: dict, dlogits, trainable: tuple[str, ...], lora_scale: float = 1.0) -> Params:
+def backward(params: Params, cache: dict, dlogits, trainable: tuple[str, ...],
+             lora_scale: float = 1.0) -> Params:
     """Gradients of the loss for the ``trainable`` parameters, given d loss / d logits (B, c)."""
     train = set(trainable)
     g: dict = {}

@@ -1,4 +1,8 @@
-"""4-bit NormalFloat (NF4) with block-wise absmax and double quantization, as in QLoRA.
+"""NF4 storage as QLoRA keeps it: 4-bit codes, block-wise absmax constants, and those constants in 8 bits.
+
+The NF4 levels themselves (and a quantize-dequantize round trip) come from :mod:`mlsys_lab.quantize`,
+the memory lesson's module; this one keeps the codes and constants apart so that double
+quantization can act on the constants.
 
 QLoRA (Dettmers et al. 2023, Section 3) builds a 16-value code whose levels are quantiles of a
 standard normal, so that each level is used about equally often by normally distributed weights.
@@ -11,11 +15,13 @@ subtracting their mean, the same 8 bits per constant).
 
 from __future__ import annotations
 
-from statistics import NormalDist
-
 import numpy as np
 
-from mlsys_lab.validation import check_int, check_number
+from mlsys_lab.quantize import nf4_levels
+from mlsys_lab.validation import check_int
+
+__all__ = ["NF4_BITSANDBYTES", "nf4_levels", "int4_levels", "quantize_blockwise", "dequantize_blockwise",
+           "double_quantize", "double_dequantize", "quantization_rmse"]
 
 # The bitsandbytes table (functional.py, create_normal_map) that QLoRA ships: an independent check.
 NF4_BITSANDBYTES = np.array([
@@ -25,27 +31,13 @@ NF4_BITSANDBYTES = np.array([
     0.7229568362236023, 1.0])
 
 
-def nf4_levels(offset: float = 0.9677083) -> np.ndarray:
-    """The 16 NF4 levels: normal quantiles at evenly spaced probabilities, normalised to [-1, 1].
-
-    Positive side: Φ⁻¹ of 8 probabilities from ``offset`` down towards 0.5; negative side: 7; plus 0.
-    ``offset`` = ½((1 − 1/(2·15)) + (1 − 1/(2·16))) ≈ 0.9677, bitsandbytes' value: it keeps the end
-    quantiles finite (Φ⁻¹(1) = ∞) while spreading the levels over both sides' counts (15 and 16).
-    """
-    check_number("offset", offset, low=0.5, high=1.0, low_inclusive=False, high_inclusive=False)
-    normal = NormalDist()
-    positive = [normal.inv_cdf(p) for p in np.linspace(offset, 0.5, 9)[:-1]]
-    negative = [-normal.inv_cdf(p) for p in np.linspace(offset, 0.5, 8)[:-1]]
-    levels = np.sort(np.array(positive + [0.0] + negative))
-    return levels / np.abs(levels).max()
-
-
 def int4_levels() -> np.ndarray:
     """The symmetric uniform 4-bit code scaled to [-1, 1]: k/7 for k = -7..7 (15 levels used)."""
     return np.arange(-7, 8) / 7.0
 
 
-def quantize_blockwise(weights: np.ndarray, levels: np.ndarray, block_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
+def quantize_blockwise(weights: np.ndarray, levels: np.ndarray,
+                       block_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """Block-wise absmax quantization of a flat float array to the nearest of ``levels``.
 
     Returns (codes as uint8 indices into ``levels``, one fp32 absmax per block). ``weights.size`` must
@@ -85,7 +77,8 @@ def double_quantize(absmax: np.ndarray, block_size2: int = 256) -> tuple[np.ndar
     return codes.reshape(-1)[:absmax.size], scale.astype(np.float32), mean
 
 
-def double_dequantize(codes: np.ndarray, scale: np.ndarray, mean: float, block_size2: int = 256) -> np.ndarray:
+def double_dequantize(codes: np.ndarray, scale: np.ndarray, mean: float,
+                      block_size2: int = 256) -> np.ndarray:
     """Inverse of :func:`double_quantize`."""
     pad = (-codes.size) % block_size2
     blocks = np.concatenate([codes.astype(np.float32), np.zeros(pad, np.float32)]).reshape(-1, block_size2)

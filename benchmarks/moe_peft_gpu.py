@@ -1,0 +1,119 @@
+"""Record the GPU figures lessons 10 and 11 quote: MoE expert loop vs grouped GEMM, and LoRA/adapter latency.
+
+Run on a GPU machine from the repository root:
+
+    python benchmarks/moe_peft_gpu.py OUT_DIR [both|peft|moe]
+
+It writes OUT_DIR/moe_grouped_gemm.json and OUT_DIR/peft_latency.json (device name, date, medians of
+CUDA-event timings after warm-up); copy them to mlsys_lab/data/ with the device in the name.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from mlsys_lab import backend
+from mlsys_lab.backend import asnumpy, xp
+from mlsys_lab.moe_kernels import expert_slots, moe_ffn_grouped, moe_ffn_loop
+from mlsys_lab.peft_finetune import inference_variants
+from mlsys_lab.timing import benchmark
+
+MOE_LAYERS = {  # name: (n_experts, top_k, d_model, d_ff)
+    "Mixtral-8x7B-like (8 experts, top-2, 4096x14336)": (8, 2, 4096, 14336),
+    "DeepSeek-V2-Lite-like (64 experts, top-6, 2048x1408)": (64, 6, 2048, 1408),
+    "DeepSeek-V3-like (256 experts, top-8, 7168x2048)": (256, 8, 7168, 2048),
+}
+TOKENS = (16, 128, 1024, 8192)
+
+
+def header() -> dict:
+    return {"device": backend._selection.device, "backend": backend.describe(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def _normal(shape):
+    if backend.on_gpu:  # CuPy draws float32 directly; NumPy's legacy generator has no dtype argument
+        return xp.random.standard_normal(shape, dtype=xp.float32)
+    return xp.random.standard_normal(shape).astype(xp.float32)
+
+
+def device_routing(n_tokens: int, n_experts: int, top_k: int, d_model: int, d_ff: int, dtype, seed: int = 1):
+    """Like moe_kernels.random_routing, but drawn on the device: a 256-expert layer's weights are 15 GB."""
+    xp.random.seed(seed)
+    logits = _normal((n_tokens, n_experts))
+    idx = xp.argsort(-logits, axis=1)[:, :top_k]
+    gate = xp.take_along_axis(logits, idx, axis=1)
+    gate = xp.exp(gate - gate.max(axis=1, keepdims=True))
+    gate = (gate / gate.sum(axis=1, keepdims=True)).astype(dtype)
+    x = _normal((n_tokens, d_model)).astype(dtype)
+    w1 = (_normal((n_experts, d_model, d_ff)) * d_model**-0.5).astype(dtype)
+    w2 = (_normal((n_experts, d_ff, d_model)) * d_ff**-0.5).astype(dtype)
+    return x, idx, gate, w1, w2
+
+
+def batched_gemms_only(x, idx, gate, w1, w2):
+    """The grouped path's two batched GEMMs alone, on an already packed buffer (to see where time goes)."""
+    slot, counts = expert_slots(idx, w1.shape[0])
+    buf = xp.zeros((w1.shape[0], int(counts.max()), x.shape[1]), x.dtype)
+    return lambda: xp.matmul(xp.maximum(xp.matmul(buf, w1), 0), w2)
+
+
+def moe_rows(partial_file: Path | None = None) -> list[dict]:
+    """Loop vs grouped per layer and batch; rewrites ``partial_file`` after each row (keeps cut-off runs)."""
+    rows = []
+    dtype = np.float16 if backend.on_gpu else np.float32
+    for name, (n_experts, top_k, d_model, d_ff) in MOE_LAYERS.items():
+        for n_tokens in TOKENS:
+            if n_experts >= 256 and n_tokens > 128:
+                continue  # the 256-expert loop is slow to repeat; two batch sizes show the trend
+            args = device_routing(n_tokens, n_experts, top_k, d_model, d_ff, dtype)
+            loop, grouped = asnumpy(moe_ffn_loop(*args)).astype(np.float64), asnumpy(moe_ffn_grouped(*args))
+            rel_err = float(np.abs(grouped - loop).max() / np.abs(loop).max())
+            t_loop = benchmark(lambda a=args: moe_ffn_loop(*a), warmup=2, repeat=10)
+            t_grouped = benchmark(lambda a=args: moe_ffn_grouped(*a), warmup=3, repeat=20)
+            t_gemms = benchmark(batched_gemms_only(*args), warmup=3, repeat=20)
+            flop = 2 * 2 * n_tokens * top_k * d_model * d_ff
+            rows.append({"layer": name, "n_experts": n_experts, "top_k": top_k, "d_model": d_model,
+                         "d_ff": d_ff,
+                         "n_tokens": n_tokens, "dtype": np.dtype(dtype).name, "loop_seconds": t_loop.median,
+                         "grouped_seconds": t_grouped.median, "batched_gemms_only_seconds": t_gemms.median,
+                         "useful_flop": flop, "rel_err": rel_err})
+            print(f"{name} T={n_tokens}: loop {t_loop} grouped {t_grouped} (GEMMs alone {t_gemms}) "
+                  f"rel_err {rel_err:.2e}", flush=True)
+            if partial_file is not None:
+                partial_file.write_text(json.dumps({**header(), "rows": rows}, indent=1))
+            del args
+            if backend.on_gpu:
+                xp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def peft_rows() -> list[dict]:
+    rows = []
+    for n_tokens in (1, 16, 256, 4096):
+        fns = inference_variants(d_model=4096, n_tokens=n_tokens, rank=16)
+        row = {"d_model": 4096, "rank": 16, "n_tokens": n_tokens, "dtype": "float32"}
+        for name, fn in fns.items():
+            row[name + " seconds"] = benchmark(fn, warmup=5, repeat=50).median
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def main(out_dir: str, which: str = "both") -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    print(backend.describe(), flush=True)
+    if which in ("both", "peft"):
+        (out / "peft_latency.json").write_text(json.dumps({**header(), "rows": peft_rows()}, indent=1))
+    if which in ("both", "moe"):
+        moe_rows(out / "moe_grouped_gemm.json")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".", sys.argv[2] if len(sys.argv) > 2 else "both")

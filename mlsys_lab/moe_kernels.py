@@ -1,0 +1,87 @@
+"""Two ways to run the expert FFNs of a MoE layer: a loop over experts, and one grouped (batched) GEMM.
+
+Both compute, for T tokens routed to k experts each (x: (T, d), W1: (n, d, f), W2: (n, f, d))::
+
+    y_t = Σⱼ gate[t, j] · relu(x_t W1[e]) W2[e],   e = idx[t, j]
+
+* :func:`moe_ffn_loop` is the per-expert loop many reference implementations use: for each expert,
+  find its tokens (a device-to-host sync for the count), gather, two GEMMs, then scatter back one
+  routing choice at a time (a boolean-mask gather, one more sync, per choice). That is tens of kernel
+  launches and 1 + k syncs per expert, and each GEMM is small (the shrinking batch). A loop with a
+  single index-add per expert (as in the Hugging Face Mixtral layer) syncs once per expert instead.
+* :func:`moe_ffn_grouped` sorts the (token, choice) pairs by expert once, packs them into a padded
+  (n, C, d) buffer, C = the largest expert load, and runs *one* batched GEMM per weight matrix
+  (cuBLAS strided-batched on the GPU), then gathers each token's k results. It pays for padding
+  when the load is uneven; MegaBlocks (Gale et al. 2023) removes the padding with block-sparse GEMMs
+  and fused-MoE kernels (vLLM, SGLang) also fuse the gather, activation and gating into the GEMMs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlsys_lab.backend import xp
+
+
+def moe_ffn_loop(x, idx, gate, w1, w2):
+    """Reference: one pass per expert over the tokens routed to it. Returns (T, d)."""
+    out = xp.zeros_like(x)
+    for e in range(w1.shape[0]):
+        tok, choice = xp.nonzero(idx == e)                                  # sync: the count goes to the host
+        if tok.size == 0:
+            continue
+        h = xp.maximum(x[tok] @ w1[e], 0)                                  # (t_e, f)
+        y = (h @ w2[e]) * gate[tok, choice][:, None]                       # (t_e, d)
+        for j in range(idx.shape[1]):  # scatter back one choice at a time (each a boolean-mask gather)
+            sel = choice == j
+            out[tok[sel]] += y[sel]
+    return out
+
+
+def expert_slots(idx, n_experts: int):
+    """(slot (T, k): each pair's place in its expert's buffer, counts (n,)), by a stable sort on expert id."""
+    flat = idx.reshape(-1)
+    order = xp.argsort(flat, kind="stable") if xp is np else xp.argsort(flat)
+    counts = xp.bincount(flat, minlength=n_experts)
+    starts = xp.cumsum(counts) - counts
+    sorted_ids = flat[order]
+    slot_sorted = xp.arange(flat.size) - starts[sorted_ids]
+    slot = xp.empty_like(flat)
+    slot[order] = slot_sorted
+    return slot.reshape(idx.shape), counts
+
+
+def moe_ffn_grouped(x, idx, gate, w1, w2):
+    """Same result as :func:`moe_ffn_loop` with one batched GEMM per weight over a padded (n, C, d) buffer."""
+    n_tokens, k = idx.shape
+    n_experts = w1.shape[0]
+    slot, counts = expert_slots(idx, n_experts)
+    capacity = int(counts.max())                                           # the one sync
+    buf = xp.zeros((n_experts, capacity, x.shape[1]), x.dtype)             # (n, C, d)
+    tokens = xp.repeat(xp.arange(n_tokens), k)
+    buf[idx.reshape(-1), slot.reshape(-1)] = x[tokens]
+    h = xp.maximum(xp.matmul(buf, w1), 0)                                  # (n, C, f)
+    y = xp.matmul(h, w2)                                                   # (n, C, d)
+    out = gate[:, 0:1] * y[idx[:, 0], slot[:, 0]]
+    for j in range(1, k):
+        out = out + gate[:, j:j + 1] * y[idx[:, j], slot[:, j]]
+    return out
+
+
+def random_routing(n_tokens: int, n_experts: int, top_k: int, d_model: int, d_ff: int, dtype=np.float32,
+                   seed: int = 0, skew: float = 0.0):
+    """Inputs for the two functions: x, idx (distinct experts per token), gate, w1, w2 as ``xp`` arrays.
+
+    ``skew`` > 0 makes some experts more popular (router logits get + skew · expert preference).
+    """
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n_tokens, n_experts)) + skew * np.linspace(1, 0, n_experts)
+    idx = np.argsort(-logits, axis=1)[:, :top_k]
+    gate = np.take_along_axis(logits, idx, axis=1)
+    gate = np.exp(gate - gate.max(axis=1, keepdims=True))
+    gate /= gate.sum(axis=1, keepdims=True)
+    x = rng.normal(size=(n_tokens, d_model))
+    w1 = rng.normal(0, d_model**-0.5, size=(n_experts, d_model, d_ff))
+    w2 = rng.normal(0, d_ff**-0.5, size=(n_experts, d_ff, d_model))
+    return (xp.asarray(x.astype(dtype)), xp.asarray(idx), xp.asarray(gate.astype(dtype)),
+            xp.asarray(w1.astype(dtype)), xp.asarray(w2.astype(dtype)))

@@ -1,0 +1,85 @@
+"""11 mixture of experts: route a batch, cap each expert, and see which tokens overflow."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.colors import ListedColormap
+
+from mlsys_lab.backend import asnumpy, xp
+from mlsys_lab.moe import (
+    assign_with_capacity,
+    expert_capacity,
+    gates_dense,
+    load_balancing_loss,
+    top_k_gating,
+)
+from mlsys_lab.tinynet import softmax
+from mlsys_lab.validation import check_int
+from mlsys_lab.widgets.base import Explorer, slider
+
+# 0 = not routed, 1 = routed and kept, 2 = routed but over capacity (dropped to the residual)
+ROUTING_COLORS = ListedColormap(["#f2f2f2", "#4c72b0", "#c44e52"])
+
+
+def route_batch(n_tokens: int, n_experts: int, top_k: int, capacity_factor: float, skew: float,
+                seed: int = 0) -> dict:
+    """Pure: route random tokens with a router biased by ``skew``; return the routing picture and figures.
+
+    Router logits are N(0, 1) plus skew · (a preference that falls linearly from expert 0 to the last).
+    """
+    check_int("top_k", top_k, low=1, high=n_experts)
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n_tokens, n_experts)) + skew * np.linspace(1, -1, n_experts)
+    logits = xp.asarray(logits.astype(np.float32))
+    idx, weights = top_k_gating(logits, top_k)
+    capacity = expert_capacity(n_tokens, n_experts, capacity_factor, top_k)
+    kept, _ = assign_with_capacity(idx, n_experts, capacity)
+    idx_np = asnumpy(idx)
+    picture = np.zeros((n_tokens, n_experts), dtype=int)
+    rows = np.repeat(np.arange(n_tokens), top_k)
+    picture[rows, idx_np.reshape(-1)] = np.where(kept.reshape(-1), 1, 2)
+    load = np.bincount(idx_np.reshape(-1), minlength=n_experts)
+    return {"picture": picture, "load": load, "capacity": capacity, "drop_fraction": float(1 - kept.mean()),
+            "aux_loss": load_balancing_loss(softmax(logits), idx),
+            "gates": asnumpy(gates_dense(idx, weights, n_experts))}
+
+
+class RoutingExplorer(Explorer):
+    """Tokens × experts: which expert each token picks, and which picks overflow the capacity."""
+
+    figsize = (7.0, 3.4)
+
+    def make_controls(self):
+        return {"n_tokens": slider("tokens", 64, 8, 256, 8),
+                "n_experts": slider("experts", 8, 2, 32),
+                "top_k": slider("top-k", 2, 1, 4),
+                "capacity_factor": slider("capacity factor", 1.25, 0.5, 3.0, 0.05),
+                "skew": slider("router skew", 0.5, 0.0, 3.0, 0.1)}
+
+    def compute(self, n_tokens, n_experts, top_k, capacity_factor, skew):
+        return route_batch(n_tokens, n_experts, top_k, capacity_factor, skew)
+
+    def draw(self, figure):
+        self.ax_map, self.ax_load = figure.subplots(1, 2, width_ratios=[1.3, 1])
+
+    def redraw(self, result):
+        # the picture's shape follows the sliders, so both panels are rebuilt
+        self.ax_map.clear()
+        self.ax_map.imshow(result["picture"], aspect="auto", cmap=ROUTING_COLORS, vmin=0, vmax=2,
+                           interpolation="nearest")
+        self.ax_map.set_xlabel("expert")
+        self.ax_map.set_ylabel("token")
+        self.ax_map.set_title("blue: kept · red: overflow", fontsize=9)
+        self.ax_load.clear()
+        n_experts = len(result["load"])
+        self.ax_load.bar(np.arange(n_experts), result["load"], color="#4c72b0")
+        self.ax_load.axhline(result["capacity"], color="#c44e52", linestyle="--", label="capacity")
+        self.ax_load.set_xlabel("expert")
+        self.ax_load.set_ylabel("tokens routed")
+        self.ax_load.legend(fontsize=8)
+
+    def readout_of(self, result):
+        return {"capacity per expert": f"{result['capacity']} tokens",
+                "dropped (token, expert) pairs": f"{100 * result['drop_fraction']:.1f} %",
+                "load-balancing loss N·Σ f·P": f"{result['aux_loss']:.3f} (1 = balanced)",
+                "busiest expert": f"{int(result['load'].max())} tokens"}
