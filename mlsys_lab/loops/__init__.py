@@ -5,6 +5,7 @@
 * :mod:`.single`: unrolling, vectorization, peeling, parallelization, fusion on one loop.
 * :mod:`.matmul`: interchange, tiling, unroll-and-jam and a register-blocked micro-kernel on matmul.
 * :mod:`.wavefront`: skewing a dynamic-programming recurrence into parallel wavefronts.
+* :mod:`.measure`: before/after timing of a transformation, and the recorded benchmark runs.
 
 Importing this package compiles nothing; each kernel compiles (or loads from numba's cache) on its
 first call.

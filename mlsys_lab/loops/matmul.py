@@ -5,8 +5,8 @@
 * :func:`matmul_ijk`, :func:`matmul_ikj`, :func:`matmul_jki`: loop interchange. The innermost loop
   decides the strides (see ``cache_model.misses_per_iteration``).
 * :func:`matmul_tiled`: loop blocking/tiling of the ikj order (tile_i x tile_k x tile_j blocks).
-* :func:`matmul_unroll_jam`: the i loop unrolled by 4 and jammed into the j loop: each B[k, j]
-  loaded once feeds four rows (4 FMAs per load instead of 1); tiled and parallel over row blocks.
+* :func:`matmul_ijk_unroll_jam`: ijk with j unrolled by 4 and jammed: one A load feeds 4 outputs and
+  one B cache line serves 4 dot products (Carr & Kennedy 1994).
 * :func:`microkernel_source` / :func:`matmul_microkernel`: the register-blocked kernel of
   Goto & van de Geijn, "Anatomy of high-performance matrix multiplication" (TOMS 2008): B packed
   into panels of ``nr`` columns, an ``mr x nr`` block of C held in registers over the whole k loop,
@@ -82,48 +82,36 @@ def matmul_tiled(a, b, out, tile_i, tile_k, tile_j):
                     for k in range(k0, min(k0 + tile_k, m)):
                         aik = a[i, k]
                         bk = b[k, j0:j0 + w]
-                        for j in range(w):  # a 0-based range over slices: numba can prove j >= 0 and vectorize
+                        for j in range(w):  # 0-based range over slices: j >= 0 provable, so it vectorizes
                             c[j] += aik * bk[j]
     return out
 
 
-@njit(parallel=True, fastmath=True, cache=True)
-def matmul_unroll_jam(a, b, out, tile_i, tile_k, tile_j):
-    """Tiled ikj with i unrolled by 4 and jammed into j; row blocks spread over cores (prange)."""
+@njit(cache=True)
+def matmul_ijk_unroll_jam(a, b, out):
+    """ijk with the j loop unrolled by 4 and the four k loops jammed into one.
+
+    Each A[i, k] loaded once feeds four dot products, and the four B[k, j..j+3] share one cache line,
+    so the stride-p walk down B misses once per 4 outputs instead of once per output.
+    """
     n, m = a.shape
     p = b.shape[1]
-    out[:] = 0.0
-    for bi in prange((n + tile_i - 1) // tile_i):
-        i0 = bi * tile_i
-        i1 = min(i0 + tile_i, n)
-        for k0 in range(0, m, tile_k):
-            k1 = min(k0 + tile_k, m)
-            for j0 in range(0, p, tile_j):
-                w = min(tile_j, p - j0)
-                i = i0
-                while i + 3 < i1:
-                    c0 = out[i, j0:j0 + w]
-                    c1 = out[i + 1, j0:j0 + w]
-                    c2 = out[i + 2, j0:j0 + w]
-                    c3 = out[i + 3, j0:j0 + w]
-                    for k in range(k0, k1):
-                        a0, a1, a2, a3 = a[i, k], a[i + 1, k], a[i + 2, k], a[i + 3, k]
-                        bk = b[k, j0:j0 + w]
-                        for j in range(w):
-                            bkj = bk[j]
-                            c0[j] += a0 * bkj
-                            c1[j] += a1 * bkj
-                            c2[j] += a2 * bkj
-                            c3[j] += a3 * bkj
-                    i += 4
-                while i < i1:  # peeled remainder rows
-                    c = out[i, j0:j0 + w]
-                    for k in range(k0, k1):
-                        aik = a[i, k]
-                        bk = b[k, j0:j0 + w]
-                        for j in range(w):
-                            c[j] += aik * bk[j]
-                    i += 1
+    main = p - p % 4
+    for i in range(n):
+        for j in range(0, main, 4):
+            acc0 = acc1 = acc2 = acc3 = 0.0
+            for k in range(m):
+                aik = a[i, k]
+                acc0 += aik * b[k, j]
+                acc1 += aik * b[k, j + 1]
+                acc2 += aik * b[k, j + 2]
+                acc3 += aik * b[k, j + 3]
+            out[i, j], out[i, j + 1], out[i, j + 2], out[i, j + 3] = acc0, acc1, acc2, acc3
+        for j in range(main, p):  # remainder columns, peeled
+            acc = 0.0
+            for k in range(m):
+                acc += a[i, k] * b[k, j]
+            out[i, j] = acc
     return out
 
 
@@ -145,7 +133,8 @@ def microkernel_source(mr: int = 4, nr: int = 8) -> str:
     for r in range(mr):
         lines.append(f"            a{r} = a[i + {r}, k]")
         lines.append("            " + "; ".join(f"c{r}_{c} += a{r} * b{c}" for c in range(nr)))
-    lines += ["        " + "; ".join(f"out[i + {r}, j + {c}] = c{r}_{c}" for c in range(nr)) for r in range(mr)]
+    for r in range(mr):
+        lines.append("        " + "; ".join(f"out[i + {r}, j + {c}] = c{r}_{c}" for c in range(nr)))
     lines.append("    return out")
     return "\n".join(lines)
 
@@ -173,7 +162,7 @@ def matmul_microkernel(a: np.ndarray, b: np.ndarray, out: np.ndarray, mr: int = 
     """Packed, register-blocked, parallel matmul (packing included in the time). n % mr == p % nr == 0."""
     n, p = a.shape[0], b.shape[1]
     if n % mr or p % nr:
-        raise ValueError(f"matmul_microkernel needs n divisible by mr={mr} and p by nr={nr}; got n={n}, p={p}")
+        raise ValueError(f"n must be a multiple of mr={mr} and p of nr={nr}; got n={n}, p={p}")
     return _compiled_microkernel(mr, nr)(a, pack_panels(b, nr), out)
 
 
@@ -182,3 +171,53 @@ def flop(n: int, m: int | None = None, p: int | None = None) -> int:
     m = n if m is None else m
     p = n if p is None else p
     return 2 * n * m * p
+
+
+ORDER_CODES = {"ijk": 0, "ikj": 1, "jki": 2}
+
+
+@njit(cache=True)
+def _matmul_blocked(a, b, out, order, tile):
+    n, m = a.shape
+    p = b.shape[1]
+    out[:] = 0.0
+    for i0 in range(0, n, tile):
+        i1 = min(i0 + tile, n)
+        for k0 in range(0, m, tile):
+            k1 = min(k0 + tile, m)
+            for j0 in range(0, p, tile):
+                j1 = min(j0 + tile, p)
+                if order == 0:
+                    for i in range(i0, i1):
+                        for j in range(j0, j1):
+                            acc = out[i, j]
+                            for k in range(k0, k1):
+                                acc += a[i, k] * b[k, j]
+                            out[i, j] = acc
+                elif order == 1:
+                    for i in range(i0, i1):
+                        for k in range(k0, k1):
+                            aik = a[i, k]
+                            for j in range(j0, j1):
+                                out[i, j] += aik * b[k, j]
+                else:
+                    for j in range(j0, j1):
+                        for k in range(k0, k1):
+                            bkj = b[k, j]
+                            for i in range(i0, i1):
+                                out[i, j] += a[i, k] * bkj
+    return out
+
+
+def matmul_blocked(a: np.ndarray, b: np.ndarray, out: np.ndarray, order: str = "ikj",
+                   tile: int | None = None) -> np.ndarray:
+    """Square tiles of side ``tile`` (None: untiled), loops inside a tile in ``order`` (ijk, ikj, jki).
+
+    One compiled kernel serves every order and tile (they are run-time arguments), which is what the
+    loop-order/tile explorer needs; the dedicated kernels above are faster for their one order.
+    """
+    if order not in ORDER_CODES:
+        raise ValueError(f"order must be one of {', '.join(ORDER_CODES)}; got {order!r}")
+    n = max(a.shape[0], a.shape[1], b.shape[1])
+    tile = n if tile is None else check_int("tile", tile, low=1, high=max(n, 1))
+    return _matmul_blocked(a, b, out, ORDER_CODES[order], tile)

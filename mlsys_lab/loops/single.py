@@ -119,13 +119,24 @@ def affine_relu_fused(x, scale, shift, tmp, out):
     return out
 
 
-def vector_instructions(dispatcher, pattern: str = r"\bv(add|fmadd\w*|mul)pd\s+%?([xyz]mm)") -> dict[str, int]:
-    """Count packed-double SIMD instructions in a compiled numba function's assembly, by register width.
+PACKED_DOUBLE = r"\bv(add|fmadd\w*|mul|div|max)pd\s+%?([xyz]mm)"
 
-    xmm = 128-bit (2 doubles), ymm = 256-bit (4), zmm = 512-bit (8). Call the function once first.
+
+def vector_instructions(dispatcher, pattern: str = PACKED_DOUBLE) -> dict[str, int]:
+    """Count packed-double SIMD instructions in a numba function's assembly, by register width.
+
+    xmm = 128-bit (2 doubles), ymm = 256-bit (4), zmm = 512-bit (8). Call the function once first so
+    that its argument types are known. numba cannot show the assembly of code loaded from its disk
+    cache, so the function is compiled afresh here with the same options.
     """
+    if not dispatcher.signatures:
+        raise ValueError("call the kernel once before inspecting it: its argument types are not known yet")
+    options = {k: v for k, v in dispatcher.targetoptions.items() if k not in ("cache", "nopython")}
+    fresh = njit(**options)(dispatcher.py_func)
     counts: dict[str, int] = {"xmm": 0, "ymm": 0, "zmm": 0}
-    for asm in dispatcher.inspect_asm().values():
+    for signature in dispatcher.signatures:
+        fresh.compile(signature)
+    for asm in fresh.inspect_asm().values():
         for match in re.finditer(pattern, asm):
             counts[match.group(2)] += 1
     return counts

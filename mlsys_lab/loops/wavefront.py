@@ -33,9 +33,14 @@ def min_path_serial(cost):
 
 @njit(cache=True)
 def _block(cost, best, i0, i1, j0, j1):
+    # Slices starting at column j0 - 1 so that every index below is provably >= 0 (no wraparound check).
+    width = j1 - j0
     for i in range(i0, i1):
-        for j in range(j0, j1):
-            best[i, j] = cost[i, j] + min(best[i - 1, j], best[i, j - 1], best[i - 1, j - 1])
+        above = best[i - 1, j0 - 1:j1]
+        row = best[i, j0 - 1:j1]
+        here = cost[i, j0:j1]
+        for jj in range(width):
+            row[jj + 1] = here[jj] + min(above[jj + 1], row[jj], above[jj])
 
 
 @njit(parallel=True, cache=True)
