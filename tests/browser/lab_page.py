@@ -119,7 +119,7 @@ def widget_problems(page) -> list[str]:
 
 def explorers(page):
     """Rendered explorer widgets: a widget output holding an image (the plot) and at least one control."""
-    views = page.locator(f".jp-OutputArea-output[data-mime-type='{WIDGET_MIME}']")
+    views = page.locator(".jp-OutputArea-output:has(.jupyter-widgets)")  # widget views carry no mime attribute
     return [views.nth(i) for i in range(views.count())
             if views.nth(i).locator("img").count() and views.nth(i).locator(".widget-slider, select").count()]
 

@@ -13,11 +13,12 @@ import json
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from lab_page import cell_problems, explorers, move_a_control, open_notebook, run_all_cells, widget_problems, \
+from lab_page import WIDGET_MIME, cell_problems, explorers, move_a_control, open_notebook, run_all_cells, widget_problems, \
     write_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,16 +53,30 @@ def page(browser):
     context.close()
 
 
+def stored_explorer_count(path: Path) -> int:
+    """How many explorers the executed notebook displays: widget outputs of cells that build an Explorer."""
+    count = 0
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code" and "Explorer" in "".join(cell["source"]):
+            count += sum(1 for o in cell.get("outputs", []) if WIDGET_MIME in o.get("data", {}))
+    return count
+
+
 def check_notebook_in_browser(page, lab, relative: str, artifacts_dir: Path) -> list[str]:
     shot = artifacts_dir / (relative.replace("/", "_").removesuffix(".ipynb") + ".png")
     try:
-        open_notebook(page, lab.url(f"lab/tree/{relative}"))
+        # ?reset: a fresh workspace, so tabs of earlier notebooks do not reopen beside this one.
+        open_notebook(page, lab.url(f"lab/tree/{relative}?reset"))
         run_all_cells(page)
     except Exception:
         page.screenshot(path=str(shot.with_suffix(".failed.png")))  # what the page showed when it gave up
+        shut_down_kernels(lab)
         raise
     problems = cell_problems(page) + widget_problems(page)
     views = explorers(page)
+    expected = stored_explorer_count(ROOT / "notebooks" / Path(relative).name)
+    if len(views) < expected:
+        problems.append(f"{expected} explorers displayed when the notebook was executed, {len(views)} drawn here")
     for i, view in enumerate(views):
         view.scroll_into_view_if_needed()
         if not move_a_control(view):
@@ -69,7 +84,17 @@ def check_notebook_in_browser(page, lab, relative: str, artifacts_dir: Path) -> 
     if views:
         views[0].scroll_into_view_if_needed()
     page.screenshot(path=str(shot))
+    shut_down_kernels(lab)
     return problems
+
+
+def shut_down_kernels(lab) -> None:
+    """End every kernel the server runs (each lesson's kernel would otherwise hold memory and CPU)."""
+    with urllib.request.urlopen(lab.url("api/sessions")) as response:
+        sessions = json.loads(response.read())
+    for session in sessions:
+        request = urllib.request.Request(lab.url(f"api/sessions/{session['id']}"), method="DELETE")
+        urllib.request.urlopen(request).close()
 
 
 @pytest.mark.parametrize("lesson", [p.name for p in LESSONS])
@@ -99,7 +124,7 @@ def test_a_missing_widget_frontend_is_caught(page, lab_server_factory, course, a
             json.dumps({"disabledExtensions": {"@jupyter-widgets/jupyterlab-manager": True}}))
 
     with lab_server_factory(course, prepare=disable_widgets) as broken:
-        open_notebook(page, broken.url("lab/tree/00_start_here.ipynb"))
+        open_notebook(page, broken.url("lab/tree/00_start_here.ipynb?reset"))
         run_all_cells(page)
         assert widget_problems(page), "widgets without their frontend went unnoticed"
         assert not explorers(page)
