@@ -1,0 +1,173 @@
+"""Checks for the exercises of 09_fault_tolerance."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.fault import DAY, HOUR, expected_goodput
+from mlsys_lab.fault_checkpoint import chunks_of, write_atomic
+
+
+def reference_checkpoint_interval(n_gpus: int, gpu_mttf_hours: float, checkpoint_seconds: float) -> float:
+    return float(np.sqrt(2 * checkpoint_seconds * gpu_mttf_hours * HOUR / n_gpus))
+
+
+def check_checkpoint_interval(fn: Callable) -> None:
+    """``fn(n_gpus, gpu_mttf_hours, checkpoint_seconds)`` -> Young's interval √(2·C·M_cluster), seconds."""
+    cases = [Case("16,384 GPUs, 50,000 h, C=30 s", (16384, 50_000.0, 30.0),
+                  expected=reference_checkpoint_interval(16384, 50_000.0, 30.0))]
+    g = rng()
+    for _ in range(10):
+        n, hours, c = int(g.integers(8, 100_000)), float(g.uniform(1_000, 200_000)), float(g.uniform(1, 600))
+        cases.append(Case(f"{n} GPUs, {hours:.0f} h, C={c:.1f} s", (n, hours, c),
+                          expected=reference_checkpoint_interval(n, hours, c)))
+    check("checkpoint_interval", fn, cases)
+
+
+def check_goodput(fn: Callable) -> None:
+    """``fn(interval, checkpoint_seconds, restart_seconds, mttf_seconds)`` -> exact goodput of the model."""
+    cases = [Case("τ=600, C=30, R=300, M=3 h", (600.0, 30.0, 300.0, 3 * HOUR),
+                  expected=float(expected_goodput(600.0, 30.0, 300.0, 3 * HOUR)))]
+    g = rng()
+    for _ in range(10):
+        m = float(g.uniform(0.1, 5)) * DAY
+        tau, c, r = (float(g.uniform(low, high)) * m for low, high in ((0.01, 1.0), (0.0005, 0.05), (0, 0.1)))
+        cases.append(Case(f"τ={tau:.0f}, C={c:.0f}, R={r:.0f}, M={m:.0f}", (tau, c, r, m),
+                          expected=float(expected_goodput(tau, c, r, m))))
+    check("goodput", fn, cases)
+
+
+# --- the crash-safe writer ---------------------------------------------------------------------------
+def _child(fn: Callable, path: Path, chunks: list[bytes], pause_after: int | None, pipe: int) -> None:
+    """In the forked child: record fsync/rename calls on the pipe, pause after ``pause_after`` chunks."""
+    def say(text: str) -> None:
+        os.write(pipe, (text + "\n").encode())
+
+    real = {name: getattr(os, name) for name in ("fsync", "replace", "rename")}
+
+    def fsync(fd):
+        say("fsync")
+        return real["fsync"](fd)
+
+    def renamer(name):
+        def call(src, dst, *args, **kwargs):
+            say(f"rename {Path(os.fspath(src)).resolve().parent}|{Path(os.fspath(dst)).resolve()}")
+            return real[name](src, dst, *args, **kwargs)
+        return call
+
+    os.fsync, os.replace, os.rename = fsync, renamer("replace"), renamer("rename")
+
+    def stream():
+        for index, chunk in enumerate(chunks):
+            if index == pause_after:
+                say("paused")
+                time.sleep(60)
+            yield chunk
+        if pause_after == len(chunks):
+            say("paused")
+            time.sleep(60)
+
+    try:
+        fn(path, stream())
+        say("done")
+    except NotImplementedError:
+        say("todo")
+    except BaseException as exc:  # report, never raise in a forked child
+        say(f"raised {type(exc).__name__}: {exc}".replace("\n", " "))
+    os._exit(0)
+
+
+def _run_writer(fn: Callable, path: Path, chunks: list[bytes], pause_after: int | None) -> list[str]:
+    """Fork, run the writer, SIGKILL it once it pauses; return the lines it reported."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        _child(fn, path, chunks, pause_after, write_end)
+    os.close(write_end)
+    lines, buffer, deadline = [], b"", time.monotonic() + 20
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([read_end], [], [], 0.5)
+        if not ready:
+            continue
+        data = os.read(read_end, 4096)
+        if not data:
+            break
+        buffer += data
+        *complete, buffer = buffer.split(b"\n")
+        lines += [line.decode() for line in complete]
+        if "paused" in lines:
+            os.kill(pid, signal.SIGKILL)
+            break
+    else:
+        os.kill(pid, signal.SIGKILL)
+        lines.append("timed out")
+    os.waitpid(pid, 0)
+    os.close(read_end)
+    return lines
+
+
+def _writer_case(fn: Callable, old: bytes, new: bytes, chunk_bytes: int, pause_after: int | None) -> str:
+    """One case in a fresh folder: 'ok' or what went wrong."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "ckpt.bin"
+        write_atomic(path, [old])
+        chunks = chunks_of(new, chunk_bytes)
+        lines = _run_writer(fn, path, chunks, pause_after)
+        if "todo" in lines:
+            raise NotImplementedError
+        problem = next((line for line in lines if line.startswith(("raised", "timed out"))), None)
+        if problem:
+            return problem
+        content = path.read_bytes() if path.exists() else None
+        if pause_after is not None:  # killed mid-write: the old checkpoint must be intact
+            if content != old:
+                found = "missing" if content is None else f"{len(content)} bytes, not the old {len(old)}"
+                return f"killed after {pause_after} of {len(chunks)} chunks: the checkpoint was {found}"
+            return "ok"
+        if content != new:
+            held = 0 if content is None else len(content)
+            return f"after a complete write the file holds {held} bytes, not {len(new)}"
+        renames = [line for line in lines if line.startswith("rename")]
+        if not renames:
+            return "no os.replace/os.rename: the new file must appear under its name in one atomic step"
+        first_rename = lines.index(renames[-1])
+        if "fsync" not in lines[:first_rename]:
+            return "no os.fsync before the rename: after a power cut the name could point at unwritten data"
+        src_folder, dst = renames[-1][len("rename "):].split("|")
+        if Path(dst) != path.resolve() or Path(src_folder) != path.resolve().parent:
+            return "the temporary file must sit in the checkpoint's folder and be renamed onto the checkpoint"
+        leftovers = sorted(p.name for p in Path(folder).iterdir() if p.name != path.name)
+        if leftovers:
+            return f"files left behind after a complete write: {leftovers}"
+        return "ok"
+
+
+def check_crash_safe_writer(fn: Callable) -> None:
+    """``fn(path, chunks)`` writes the byte chunks to ``path`` so that a kill at any moment leaves the
+    old complete file or the new one. The grader forks, kills the writer mid-write with SIGKILL, and
+    inspects the file (POSIX only)."""
+    if not hasattr(os, "fork"):
+        print("… crash_safe_writer: this check needs os.fork (Linux, macOS or WSL)")
+        return
+    g = rng()
+    cases = []
+    for index in range(8):
+        old = g.bytes(int(g.integers(1_000, 50_000)))
+        new = g.bytes(int(g.integers(1_000, 200_000)))
+        chunk = int(g.integers(512, 16_384))
+        n_chunks = len(chunks_of(new, chunk))
+        pause = None if index in (0, 4) else int(g.integers(0, n_chunks + 1))
+        label = (f"{len(new)} bytes in {n_chunks} chunks, "
+                 + ("written to the end" if pause is None else f"SIGKILL after chunk {pause}"))
+        cases.append(Case(label, (fn, old, new, chunk, pause), expected="ok"))
+    check("crash_safe_writer", _writer_case, cases)
