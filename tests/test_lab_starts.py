@@ -6,8 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import ROOT, free_port, http_get, lab_environment, running
+from labserver import ROOT, free_port, http_get, lab_environment, running
 
 
 @pytest.mark.slow

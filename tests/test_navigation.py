@@ -13,7 +13,8 @@ LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 def navigation_cells(path: Path) -> list[str]:
     cells = json.loads(path.read_text())["cells"]
-    return ["".join(c["source"]) for c in cells if c.get("metadata", {}).get("mlsys_lab", {}).get("role") == "navigation"]
+    return ["".join(c["source"]) for c in cells
+            if c.get("metadata", {}).get("mlsys_lab", {}).get("role") == "navigation"]
 
 
 def test_every_lesson_links_to_its_neighbours():

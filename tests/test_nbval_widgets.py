@@ -16,7 +16,8 @@ from nbclient import NotebookClient
 
 EXPLORER_NOTEBOOK = [
     "# NBVAL_IGNORE_OUTPUT\nfrom mlsys_lab.widgets.start_here import TransferExplorer\nex = TransferExplorer()\nex",
-    "# NBVAL_CHECK_OUTPUT\nex.set(n_params=13e9, dtype='fp16')\nex.controls['hardware'].value = 'NVIDIA A100 80GB SXM'\n"
+    "# NBVAL_CHECK_OUTPUT\nex.set(n_params=13e9, dtype='fp16')\n"
+    "ex.controls['hardware'].value = 'NVIDIA A100 80GB SXM'\n"
     "print(ex.readout['size'], ex.readout['memory (HBM/DRAM)'])",
 ]
 

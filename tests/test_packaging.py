@@ -6,10 +6,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -111,3 +111,12 @@ def test_cuda_kernel_compiles_for_hopper(path, tmp_path):
     result = subprocess.run([nvcc, "-arch=sm_90", "--ptx", "-o", str(tmp_path / "k.ptx"), str(path)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_code_is_ruff_clean():
+    ruff = Path(sys.executable).with_name("ruff")
+    if not ruff.exists():
+        pytest.skip("ruff is not installed (it is in the test extras)")
+    result = subprocess.run([str(ruff), "check", "--output-format", "concise", str(ROOT)], capture_output=True,
+                            text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-3000:]

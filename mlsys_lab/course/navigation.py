@@ -51,7 +51,8 @@ def add_navigation(folder: Path) -> list[Path]:
         nb = nbformat.read(path, as_version=4)
         nb.cells = [c for c in nb.cells if not is_navigation(c)]
         text = navigation_markdown(paths, index)
-        top, bottom = (nbformat.v4.new_markdown_cell(text, id=f"navigation-{where}", metadata={"mlsys_lab": {"role": ROLE}})
+        metadata = {"mlsys_lab": {"role": ROLE}}
+        top, bottom = (nbformat.v4.new_markdown_cell(text, id=f"navigation-{where}", metadata=metadata)
                        for where in ("top", "bottom"))  # fixed ids: re-running changes nothing
         nb.cells = [nb.cells[0], top, *nb.cells[1:], bottom]
         nbformat.write(nb, path)

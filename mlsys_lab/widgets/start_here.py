@@ -53,6 +53,7 @@ class TransferExplorer(Explorer):
     def readout_of(self, result):
         hw = result["hw"]
         rows = {"size": f"{result['n_bytes'] / 1e9:.4g} GB",
-                f"fits in {hw.memory_bytes / 1e9:.0f} GB memory": "yes" if result["n_bytes"] <= hw.memory_bytes else "no"}
+                f"fits in {hw.memory_bytes / 1e9:.0f} GB memory": "yes" if result["n_bytes"] <= hw.memory_bytes
+                else "no"}
         rows.update({k: format_seconds(v) for k, v in result["times"].items()})
         return rows

@@ -98,7 +98,8 @@ def cell_problems(page) -> list[str]:
     unrun = [i for i in unrun if code[i].strip()]  # an empty cell has nothing to run
     if unrun:
         problems.append(f"code cells {unrun} did not run")
-    for text in page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts():
+    stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    for text in stderr.all_inner_texts():
         if "Traceback" in text or re.search(r"^\w*(Error|Exception)\b", text, re.MULTILINE):
             problems.append("an output shows an error: " + text.strip().splitlines()[-1][:200])
     return problems

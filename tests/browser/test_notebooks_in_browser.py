@@ -17,9 +17,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from lab_page import WIDGET_MIME, cell_problems, explorers, move_a_control, open_notebook, run_all_cells, widget_problems, \
-    write_settings
+from lab_page import (
+    WIDGET_MIME,
+    cell_problems,
+    explorers,
+    move_a_control,
+    open_notebook,
+    run_all_cells,
+    widget_problems,
+    write_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
