@@ -52,20 +52,27 @@ def menu(page, top: str, item: str) -> None:
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).first.click()
 
 
+def menu_until(page, top: str, item: str, condition_js: str, attempts: int = 3, timeout_ms: int = 20_000) -> None:
+    """Click a menu item until ``condition_js`` holds: a click that lands before the command is enabled
+    (the notebook still loading, the kernel still connecting) does nothing, so it is tried again."""
+    for attempt in range(attempts):
+        menu(page, top, item)
+        try:
+            page.wait_for_function(condition_js, timeout=timeout_ms)
+            return
+        except Exception:
+            page.keyboard.press("Escape")
+            if attempt == attempts - 1:
+                raise
+
+
 def run_all_cells(page, timeout_ms: int = 300_000) -> float:
     """Clear the stored outputs, Run All Cells, wait until every cell has run. Returns seconds taken."""
     start = time.monotonic()
-    menu(page, "Edit", "Clear Outputs of All Cells")
-    page.wait_for_function(NONE_RAN, timeout=30_000)  # the stored counts are gone: no stale "[n]:" left
-    # The kernel must be connected, or "Run All Cells" is greyed out and a click does nothing.
+    # The stored counts must go first, so that no stale "[n]:" passes for a fresh run.
+    menu_until(page, "Edit", "Clear Outputs of All Cells", NONE_RAN)
     page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=timeout_ms)
-    for _attempt in range(3):
-        menu(page, "Run", "Run All Cells")
-        try:
-            page.wait_for_function(f"() => !({NONE_RAN})() || {STARTED}", timeout=20_000)
-            break
-        except Exception:  # the click landed before the command was enabled: try again
-            page.keyboard.press("Escape")
+    menu_until(page, "Run", "Run All Cells", f"() => !({NONE_RAN})() || {STARTED}")
     page.wait_for_function(ALL_RAN, timeout=timeout_ms)
     settle(page)
     return time.monotonic() - start
