@@ -35,8 +35,9 @@ class Explorer:
 
     figsize: tuple[float, float] = (6.4, 3.6)
     dpi: int = 80
-    # Constrained layout costs tens of ms a frame; by default it is solved on the first frame and then
-    # kept. Set True in a subclass whose labels change size a lot from one update to the next.
+    # Constrained layout costs 15-30 ms a frame. It is solved again only when what sizes the margins changed:
+    # the longest tick label of an axis (in characters), the lines of titles and axis labels (a subclass
+    # whose margins depend on something else sets this True and pays for a layout every frame).
     relayout_every_update: bool = False
     # Minor ticks of a log axis are a few hundred small lines per frame: about 20 ms of the 50 ms budget.
     minor_ticks_on_log_axes: bool = False
@@ -127,12 +128,31 @@ class Explorer:
                     if scale == "log":
                         axis.set_minor_locator(NullLocator())
         canvas.draw()
-        if not self.relayout_every_update and self.figure.get_layout_engine() is not None:
-            self.figure.set_layout_engine("none")  # keep the positions the first frame solved
+        if not self.relayout_every_update:
+            key = self._layout_key()  # tick labels are known only after a draw
+            solved_for = getattr(self, "_laid_out_for", None)
+            if solved_for is not None and key != solved_for:  # the margins must change: solve again, this frame
+                self.figure.set_layout_engine("constrained")
+                canvas.draw()
+                key = self._layout_key()
+            self.figure.set_layout_engine("none")  # keep these positions while the margins stay the same
+            self._laid_out_for = key
         buffer = io.BytesIO()
         PIL.Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba()).save(
             buffer, format="png", compress_level=1)
         return buffer.getvalue()
+
+    def _layout_key(self) -> tuple:
+        """What decides the margins: the longest tick label per axis (in characters) and how many lines the
+        title and axis labels take (their words do not move the margins, their line count does)."""
+        def longest(labels) -> int:
+            return max((len(t.get_text()) for t in labels if t.get_visible()), default=0)
+
+        def lines(text: str) -> int:
+            return text.count("\n") + 1 if text else 0
+
+        return tuple((longest(ax.get_xticklabels()), longest(ax.get_yticklabels()), lines(ax.get_title()),
+                      lines(ax.get_xlabel()), lines(ax.get_ylabel())) for ax in self.figure.axes)
 
     def widget(self) -> widgets.Widget:
         controls = widgets.VBox(list(self.controls.values()))

@@ -61,22 +61,32 @@ class RoutingExplorer(Explorer):
 
     def draw(self, figure):
         self.ax_map, self.ax_load = figure.subplots(1, 2, width_ratios=[1.3, 1])
-
-    def redraw(self, result):
-        # the picture's shape follows the sliders, so both panels are rebuilt
-        self.ax_map.clear()
-        self.ax_map.imshow(result["picture"], aspect="auto", cmap=ROUTING_COLORS, vmin=0, vmax=2,
-                           interpolation="nearest")
+        self.image = self.ax_map.imshow(np.zeros((1, 1)), aspect="auto", cmap=ROUTING_COLORS, vmin=0, vmax=2,
+                                        interpolation="nearest")
         self.ax_map.set_xlabel("expert")
         self.ax_map.set_ylabel("token")
         self.ax_map.set_title("blue: kept · red: overflow", fontsize=9)
-        self.ax_load.clear()
-        n_experts = len(result["load"])
-        self.ax_load.bar(np.arange(n_experts), result["load"], color="#4c72b0")
-        self.ax_load.axhline(result["capacity"], color="#c44e52", linestyle="--", label="capacity")
+        self.bars = None  # rebuilt only when the number of experts changes
+        self.capacity_line = self.ax_load.axhline(0, color="#c44e52", linestyle="--", label="capacity")
         self.ax_load.set_xlabel("expert")
         self.ax_load.set_ylabel("tokens routed")
         self.ax_load.legend(fontsize=8)
+
+    def redraw(self, result):
+        picture, load = result["picture"], result["load"]
+        n_tokens, n_experts = picture.shape  # (tokens, experts)
+        self.image.set_data(picture)
+        self.image.set_extent((-0.5, n_experts - 0.5, n_tokens - 0.5, -0.5))
+        if self.bars is None or len(self.bars) != n_experts:
+            if self.bars is not None:
+                self.bars.remove()
+            self.bars = self.ax_load.bar(np.arange(n_experts), load, color="#4c72b0")
+        else:
+            for bar, height in zip(self.bars, load, strict=True):
+                bar.set_height(height)
+        self.capacity_line.set_ydata([result["capacity"]] * 2)
+        self.ax_load.set_xlim(-0.6, n_experts - 0.4)
+        self.ax_load.set_ylim(0, 1.1 * max(float(load.max()), result["capacity"], 1))
 
     def readout_of(self, result):
         return {"capacity per expert": f"{result['capacity']} tokens",
