@@ -2,6 +2,7 @@
 
 import ipywidgets as widgets
 import numpy as np
+import pytest
 
 from mlsys_lab.validation import check_divides
 from mlsys_lab.widgets.base import Explorer
@@ -87,3 +88,39 @@ def test_unknown_control_is_named():
         assert "unknown control(s) ['pp']" in str(exc)
     else:
         raise AssertionError("set() accepted an unknown control")
+
+
+class RangeExplorer(Explorer):
+    """A line whose y range grows by decades: its tick labels widen from '0' to '100000'."""
+
+    def make_controls(self):
+        return {"top": widgets.IntSlider(value=1, min=1, max=5)}
+
+    def compute(self, top):
+        return 10 ** top
+
+    def draw(self, figure):
+        self.ax = figure.add_subplot()
+        (self.line,) = self.ax.plot([0, 1], [0, 1])
+        self.ax.set_ylabel("value")
+
+    def redraw(self, result):
+        self.line.set_ydata([0, result])
+        self.ax.set_ylim(0, result)
+
+    def readout_of(self, result):
+        return {"top": str(result)}
+
+
+def test_layout_follows_wider_tick_labels_and_stays_put_otherwise():
+    ex = RangeExplorer()
+    narrow_left = ex.ax.get_position().x0
+    ex.set(top=5)  # labels like '100000': the axes must move right to keep them in the picture
+    wide_left = ex.ax.get_position().x0
+    assert wide_left > narrow_left
+    labels = [t for t in ex.ax.get_yticklabels() if t.get_text()]
+    renderer = ex.figure.canvas.get_renderer()
+    assert min(t.get_window_extent(renderer).x0 for t in labels) >= 0, "a tick label is cut off"
+    ex.set(top=4)  # '10000' vs '100000' differ; back to 5 and the solved layout is reused unchanged
+    ex.set(top=5)
+    assert ex.ax.get_position().x0 == pytest.approx(wide_left)
