@@ -4,6 +4,7 @@ Explorers are found by walking ``mlsys_lab.widgets``: a new lesson's explorer is
 being listed.
 """
 
+import ipywidgets as widgets
 import pytest
 
 from mlsys_lab.widgets import discover_explorers, other_value
@@ -18,6 +19,7 @@ def test_explorers_are_found():
 @pytest.mark.parametrize("cls", EXPLORERS, ids=lambda c: f"{c.__module__.rsplit('.', 1)[1]}.{c.__name__}")
 def test_explorer_builds_and_survives_every_control(cls, capsys):
     explorer = cls()
+    assert isinstance(explorer.widget(), widgets.Widget)  # what a notebook displays
     assert explorer.error is None, f"default values give an error: {explorer.error}"
     assert explorer.image.value[:4] == b"\x89PNG"
     assert explorer.readout, "an explorer shows at least one number"

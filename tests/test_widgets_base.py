@@ -124,3 +124,13 @@ def test_layout_follows_wider_tick_labels_and_stays_put_otherwise():
     ex.set(top=4)  # '10000' vs '100000' differ; back to 5 and the solved layout is reused unchanged
     ex.set(top=5)
     assert ex.ax.get_position().x0 == pytest.approx(wide_left)
+
+
+def test_an_artist_named_like_a_layout_part_is_refused():
+    class Clobbering(HeadsExplorer):
+        def draw(self, figure):
+            super().draw(figure)
+            self.image = self.ax.imshow(np.zeros((2, 2)))
+
+    with pytest.raises(TypeError, match=r"Clobbering.draw\(\) replaced self.image"):
+        Clobbering()

@@ -49,6 +49,11 @@ class Explorer:
         self.image = widgets.Image(format="png")
         self.figure = Figure(figsize=self.figsize, dpi=self.dpi, layout="constrained")
         self.draw(self.figure)
+        for name, kind in (("controls", dict), ("message", widgets.HTML), ("readout_html", widgets.HTML),
+                           ("image", widgets.Image)):
+            if not isinstance(getattr(self, name), kind):
+                raise TypeError(f"{type(self).__name__}.draw() replaced self.{name}, which the explorer's layout "
+                                "uses: give the artist another name")
         self.error: str | None = None
         self.result: Any = None
         self.readout: dict[str, str] = {}

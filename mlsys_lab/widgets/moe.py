@@ -61,7 +61,7 @@ class RoutingExplorer(Explorer):
 
     def draw(self, figure):
         self.ax_map, self.ax_load = figure.subplots(1, 2, width_ratios=[1.3, 1])
-        self.image = self.ax_map.imshow(np.zeros((1, 1)), aspect="auto", cmap=ROUTING_COLORS, vmin=0, vmax=2,
+        self.routing_map = self.ax_map.imshow(np.zeros((1, 1)), aspect="auto", cmap=ROUTING_COLORS, vmin=0, vmax=2,
                                         interpolation="nearest")
         self.ax_map.set_xlabel("expert")
         self.ax_map.set_ylabel("token")
@@ -75,8 +75,8 @@ class RoutingExplorer(Explorer):
     def redraw(self, result):
         picture, load = result["picture"], result["load"]
         n_tokens, n_experts = picture.shape  # (tokens, experts)
-        self.image.set_data(picture)
-        self.image.set_extent((-0.5, n_experts - 0.5, n_tokens - 0.5, -0.5))
+        self.routing_map.set_data(picture)
+        self.routing_map.set_extent((-0.5, n_experts - 0.5, n_tokens - 0.5, -0.5))
         if self.bars is None or len(self.bars) != n_experts:
             if self.bars is not None:
                 self.bars.remove()

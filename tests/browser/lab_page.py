@@ -31,6 +31,10 @@ NONE_RAN = """() => ![...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt
 STARTED = "[...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].some(p => p.textContent.includes('*'))"
 
 
+STDERR = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+TRACEBACK_SHOWN = f"[...document.querySelectorAll(\"{STDERR}\")].some(o => o.textContent.includes('Traceback'))"
+
+
 def write_settings(settings_dir: Path) -> None:
     for name, values in SETTINGS.items():
         path = settings_dir / name
@@ -73,7 +77,8 @@ def run_all_cells(page, timeout_ms: int = 300_000) -> float:
     menu_until(page, "Edit", "Clear Outputs of All Cells", NONE_RAN)
     page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=timeout_ms)
     menu_until(page, "Run", "Run All Cells", f"() => !({NONE_RAN})() || {STARTED}")
-    page.wait_for_function(ALL_RAN, timeout=timeout_ms)
+    # Run All stops at a cell that raises: then not every cell gets a number, so stop waiting at a traceback.
+    page.wait_for_function(f"() => ({ALL_RAN})() || {TRACEBACK_SHOWN}", timeout=timeout_ms)
     settle(page)
     return time.monotonic() - start
 
@@ -105,7 +110,7 @@ def cell_problems(page) -> list[str]:
     unrun = [i for i in unrun if code[i].strip()]  # an empty cell has nothing to run
     if unrun:
         problems.append(f"code cells {unrun} did not run")
-    stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    stderr = page.locator(STDERR)
     for text in stderr.all_inner_texts():
         if "Traceback" in text or re.search(r"^\w*(Error|Exception)\b", text, re.MULTILINE):
             problems.append("an output shows an error: " + text.strip().splitlines()[-1][:200])
