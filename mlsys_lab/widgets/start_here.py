@@ -48,7 +48,7 @@ class TransferExplorer(Explorer):
         ax.set_xscale("log")
         ax.set_xlabel("seconds to move the tensor once")
         ax.invert_yaxis()
-        ax.set_title(f"{result['n_bytes'] / 1e9:.3g} GB on {result['hw'].name}", fontsize=10)
+        ax.set_title(f"{result['n_bytes'] / 1e9:.4g} GB on {result['hw'].name}", fontsize=10)
 
     def readout_of(self, result):
         hw = result["hw"]
