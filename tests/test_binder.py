@@ -9,20 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomllib
+from pins import environment_pins, pyproject_pins
 
 ROOT = Path(__file__).resolve().parents[1]
 START_PAGE = "notebooks/00_start_here.ipynb"
-
-
-def pinned(requirements) -> dict[str, str]:
-    pairs = (r.split(";")[0].strip().split("==") for r in requirements)
-    return {name.lower().replace("_", "-"): version for name, version in pairs}
-
-
-def environment_pins(path: Path) -> dict[str, str]:
-    pip_section = path.read_text().split("- pip:", 1)[1]
-    return pinned(re.findall(r"^\s+-\s+(\S+==\S+)\s*$", pip_section, re.MULTILINE))
 
 
 def test_readme_binder_badge_opens_the_start_page_in_lab():
@@ -53,6 +43,7 @@ def test_repo2docker_plans_an_image_from_the_binder_files():
 def test_pip_resolves_exactly_the_pinned_set(tmp_path):
     """A dry-run install of environment.yml's list resolves every pin to itself (needs PyPI)."""
     pins = environment_pins(ROOT / "binder" / "environment.yml")
+    assert pins == pyproject_pins()
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("\n".join(f"{k}=={v}" for k, v in pins.items()))
     report = tmp_path / "report.json"
@@ -64,8 +55,6 @@ def test_pip_resolves_exactly_the_pinned_set(tmp_path):
     resolved = {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
                 for item in json.loads(report.read_text())["install"]}
     assert {k: resolved.get(k) for k in pins} == pins
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert pinned(pyproject["project"]["dependencies"]) == pins
 
 
 @pytest.mark.slow

@@ -9,27 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomllib
+from pins import environment_pins, pyproject_pins
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-def _requirement(line: str) -> str:
-    """'mpich==5.0.2; sys_platform == ...' -> 'mpich==5.0.2' (name lower-cased)."""
-    req = line.split(";")[0].strip()
-    name, _, version = req.partition("==")
-    return f"{name.strip().lower()}=={version.strip()}"
-
-
 def test_environment_yml_pins_the_same_set_as_pyproject():
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    from_pyproject = {_requirement(r) for r in pyproject["project"]["dependencies"]}
-    text = (ROOT / "environment.yml").read_text()
-    pip_section = text.split("- pip:", 1)[1]
-    from_env = {_requirement(m) for m in re.findall(r"^\s+-\s+(\S+==\S+)\s*$", pip_section, re.MULTILINE)}
-    assert from_env == from_pyproject
-    assert all("==" in r for r in from_pyproject), "every dependency is pinned"
+    from_pyproject = pyproject_pins()
+    assert environment_pins() == from_pyproject
+    assert all(from_pyproject.values()), "every dependency is pinned"
 
 
 def test_binder_uses_the_same_environment():
