@@ -49,6 +49,8 @@ def check_sectors(fn) -> None:
         Case("x[lane], float", (lane * 4, 4), expected=4),
         Case("x[32 * lane], float", (lane * 128, 4), expected=32),
         Case("x[lane] from byte 4", (lane * 4 + 4, 4), expected=5),
+        # 16-byte loads 64 bytes apart from byte 24: each straddles two sectors no other lane touches
+        Case("float4 x[4 * lane] from byte 24", (lane * 64 + 24, 16), expected=64),
     ]
     g = rng()
     for p in _patterns(g, 12, 64):
