@@ -33,9 +33,14 @@ RNG = np.random.default_rng()  # fresh inputs on every run
 MiB = 2**20
 
 
-def timed(fn, warmup: int = 3, repeat: int = 20) -> dict:
-    t = benchmark(fn, warmup=warmup, repeat=repeat)
-    return {"median_s": t.median, "min_s": t.min, "max_s": t.max, "runs": len(t.samples)}
+FLUSH_BYTES = 512 * 2**20  # > the L2 of any current GPU (H200: 60 MiB)
+
+
+def timed(fn, warmup: int = 3, repeat: int = 20, flush: bool = False) -> dict:
+    """Median of event-timed runs. ``flush``: a 512 MiB fill before each run (cold L2, and the GPU is
+    busy while the host prepares the launch: see mlsys_lab.timing.benchmark)."""
+    t = benchmark(fn, warmup=warmup, repeat=repeat, flush_bytes=FLUSH_BYTES if flush else 0)
+    return {"median_s": t.median, "min_s": t.min, "max_s": t.max, "runs": len(t.samples), "l2_flushed": flush}
 
 
 def rel_err(got, expected) -> float:
@@ -75,11 +80,11 @@ def ceilings(sm_count: int) -> dict:
     out = {}
     src = xp.random.standard_normal(2**28, dtype=xp.float32)  # 1 GiB, fresh on the device
     dst = xp.empty_like(src)
-    t = timed(lambda: xp.copyto(dst, src), repeat=20)
+    t = timed(lambda: xp.copyto(dst, src), repeat=20, flush=True)
     out["copy_cupy"] = {**t, "n_bytes": 2 * src.nbytes, "bytes_per_s": 2 * src.nbytes / t["median_s"]}
     mine = memory.copy(src)
     ok = bool((mine == src).all())
-    t = timed(lambda: memory.copy(src), repeat=20)
+    t = timed(lambda: memory.copy(src), repeat=20, flush=True)
     out["copy_kernel"] = {
         **t,
         "n_bytes": 2 * src.nbytes,
@@ -327,7 +332,21 @@ def fused() -> dict:
         e = xp.exp(x - x.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
-    t_fused, t_unfused = timed(lambda: memory.softmax_rows(x)), timed(unfused)
+    t_fused, t_unfused = timed(lambda: memory.softmax_rows(x), repeat=100, flush=True), timed(unfused, flush=True)
+    variants = []  # launch shapes of the same one-read-one-write kernel, each checked, then timed
+    configs = [("softmax_rows", threads, mb, st) for threads in (128, 256, 512, 1024) for mb in (1, 2048 // threads)
+               for st in (False, True)]
+    configs += [("softmax_rows_persistent", threads, bps, st) for threads, bps in ((256, 2), (256, 4), (512, 2),
+                                                                                   (1024, 1)) for st in (False, True)]
+    for kernel, threads, blocks, streaming in tqdm(configs, desc="softmax variants", leave=False):
+        if kernel == "softmax_rows":
+            run = lambda t=threads, b=blocks, s=streaming: memory.softmax_rows(x, t, min_blocks=b, streaming=s)  # noqa: E731
+        else:
+            run = lambda t=threads, b=blocks, s=streaming: memory.softmax_rows_persistent(x, t, b, streaming=s)  # noqa: E731
+        v_err = rel_err(backend.asnumpy(run())[sample], memory.softmax_reference(x_host[sample]))
+        t = timed(run, repeat=100, flush=True)
+        variants.append({"kernel": kernel, "threads": threads, "blocks": blocks, "streaming": streaming,
+                         "rel_error_sampled_rows": v_err, **t, "bytes_per_s": 2 * x.nbytes / t["median_s"]})
     out["softmax"] = {
         "rows": rows,
         "cols": cols,
@@ -335,13 +354,15 @@ def fused() -> dict:
         "rel_error_sampled_rows": err,
         "fused": {**t_fused, "bytes_per_s": 2 * x.nbytes / t_fused["median_s"]},
         "unfused_cupy": {**t_unfused, "bytes_per_s": 2 * x.nbytes / t_unfused["median_s"]},
+        "variants": variants,
     }
     n = 2**28
     x_host = RNG.standard_normal(n, dtype=np.float32)
     x = xp.asarray(x_host)
     got = backend.asnumpy(memory.silu_affine(x)[: 2**22])
     err = rel_err(got, memory.silu_affine_reference(x_host[: 2**22]))
-    t_fused, t_unfused = timed(lambda: memory.silu_affine(x)), timed(lambda: memory.silu_affine_unfused(x))
+    t_fused = timed(lambda: memory.silu_affine(x), flush=True)
+    t_unfused = timed(lambda: memory.silu_affine_unfused(x), flush=True)
     out["silu_affine"] = {
         "n": n,
         "n_bytes": 2 * x.nbytes,
@@ -351,7 +372,7 @@ def fused() -> dict:
     }
     total = float(np.sum(x_host, dtype=np.float64))
     got = float(memory.sum_reduce(x))
-    t_mine, t_cupy = timed(lambda: memory.sum_reduce(x)), timed(lambda: x.sum())
+    t_mine, t_cupy = timed(lambda: memory.sum_reduce(x), flush=True), timed(lambda: x.sum(), flush=True)
     out["sum"] = {
         "n": n,
         "n_bytes": x.nbytes,
@@ -497,13 +518,19 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     for file_key, parts in sections.items():
-        results = {"device": info, "script": "benchmarks/memory_gpu.py"}
+        path = args.out / f"{file_key}_h200.json"
+        if args.only and not any(name in parts for name in args.only):
+            continue
+        results = {}
+        if args.only and path.exists():  # a partial run updates the sections it ran, keeps the others
+            results = json.loads(path.read_text())
+        results.update({"device": info, "script": "benchmarks/memory_gpu.py"})
         for name, fn in parts.items():
             if args.only and name not in args.only:
                 continue
             guarded(name, fn, results)
             backend.xp.get_default_memory_pool().free_all_blocks()
-            path = args.out / f"{file_key}_h200.json"  # after every section: a cut-off run keeps what it did
+            # written after every section: a run cut off keeps what it did
             path.write_text(json.dumps(results, indent=1, default=float))
         print(f"wrote {args.out / f'{file_key}_h200.json'}", flush=True)
     return 0

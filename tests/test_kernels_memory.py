@@ -194,6 +194,13 @@ def test_fused_kernels_match_numpy():
         x = (g.standard_normal((rows, cols)) * 4).astype(np.float32)
         got = backend.asnumpy(memory.softmax_rows(xp.asarray(x)))
         np.testing.assert_allclose(got, memory.softmax_reference(x), rtol=1e-5, atol=1e-7)
+        for threads, blocks, streaming in ((128, 16, True), (1024, 2, False)):
+            got = backend.asnumpy(memory.softmax_rows(xp.asarray(x), threads, min_blocks=blocks, streaming=streaming))
+            np.testing.assert_allclose(got, memory.softmax_reference(x), rtol=1e-5, atol=1e-7)
+        for threads, blocks_per_sm in ((256, 4), (128, 2)):  # fewer blocks than rows: each block loops
+            big = np.repeat(x, 40, axis=0) + g.standard_normal((40 * rows, 1)).astype(np.float32)
+            got = backend.asnumpy(memory.softmax_rows_persistent(xp.asarray(big), threads, blocks_per_sm))
+            np.testing.assert_allclose(got, memory.softmax_reference(big), rtol=1e-5, atol=1e-7)
     x = g.standard_normal(1 << 16).astype(np.float32)
     np.testing.assert_allclose(
         backend.asnumpy(memory.silu_affine(xp.asarray(x))),

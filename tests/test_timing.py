@@ -34,3 +34,26 @@ def test_gpu_timing_refused_without_gpu():
         pytest.skip("needs the NumPy backend")
     with pytest.raises(ValueError, match="use_gpu=True needs the CuPy backend"):
         benchmark(lambda: None, use_gpu=True)
+
+
+def test_flush_bytes_is_validated():
+    with pytest.raises(ValueError, match="flush_bytes must be an integer >= 0"):
+        benchmark(lambda: None, flush_bytes=-1)
+
+
+@pytest.mark.skipif(not backend.on_gpu, reason="needs a CUDA GPU (CuPy backend)")
+def test_flush_hides_host_work_before_the_launch():
+    """Events bracket the host's work too: 1 ms of host sleep before a tiny kernel is timed as >= 1 ms
+    (a lower bound, not a measurement), unless a long enough fill keeps the GPU busy meanwhile."""
+    import time
+
+    x = backend.xp.zeros(256, dtype=backend.xp.float32)
+
+    def slow_host_tiny_kernel():
+        time.sleep(1e-3)
+        x.fill(1.0)
+
+    exposed = benchmark(slow_host_tiny_kernel, warmup=1, repeat=5)
+    assert exposed.min >= 1e-3
+    hidden = benchmark(slow_host_tiny_kernel, warmup=1, repeat=5, flush_bytes=16 << 30)  # 16 GiB: ms of filling
+    assert hidden.median < 0.5e-3 < exposed.min

@@ -7,6 +7,19 @@
 #ifndef SOFTMAX_VEC
 #define SOFTMAX_VEC 4  // float4 values per thread: n_cols <= 4 * SOFTMAX_VEC * SOFTMAX_THREADS
 #endif
+#ifndef SOFTMAX_MIN_BLOCKS
+#define SOFTMAX_MIN_BLOCKS 1  // blocks that must fit on one SM: caps registers per thread (occupancy)
+#endif
+#ifndef SOFTMAX_STREAMING
+#define SOFTMAX_STREAMING 0  // 1: evict-first loads and stores (__ldcs/__stcs): the row is touched once
+#endif
+#if SOFTMAX_STREAMING
+#define SOFTMAX_LOAD(p) __ldcs(p)
+#define SOFTMAX_STORE(p, v) __stcs(p, v)
+#else
+#define SOFTMAX_LOAD(p) (*(p))
+#define SOFTMAX_STORE(p, v) (*(p) = (v))
+#endif
 
 #define NEG_INF __int_as_float(0xff800000)  // -infinity (NVRTC has no math.h INFINITY)
 
@@ -43,7 +56,7 @@ __device__ float block_sum(float v, float* scratch) {
 
 // One block per row; the row stays in registers between the max, the sum and the write:
 // 4 * n_cols bytes read and 4 * n_cols written, nothing more. n_cols % 4 == 0.
-extern "C" __global__ void __launch_bounds__(SOFTMAX_THREADS)
+extern "C" __global__ void __launch_bounds__(SOFTMAX_THREADS, SOFTMAX_MIN_BLOCKS)
 softmax_rows(const float* __restrict__ x, float* __restrict__ y, int n_cols) {
     __shared__ float scratch[32];
     const float4* row_in = reinterpret_cast<const float4*>(x + (long long)blockIdx.x * n_cols);
@@ -55,7 +68,7 @@ softmax_rows(const float* __restrict__ x, float* __restrict__ y, int n_cols) {
     for (int j = 0; j < SOFTMAX_VEC; ++j) {
         const int c = threadIdx.x + j * SOFTMAX_THREADS;
         if (c < n4) {
-            v[j] = row_in[c];
+            v[j] = SOFTMAX_LOAD(row_in + c);
             row_max = fmaxf(row_max, fmaxf(fmaxf(v[j].x, v[j].y), fmaxf(v[j].z, v[j].w)));
         }
     }
@@ -76,7 +89,54 @@ softmax_rows(const float* __restrict__ x, float* __restrict__ y, int n_cols) {
 #pragma unroll
     for (int j = 0; j < SOFTMAX_VEC; ++j) {
         const int c = threadIdx.x + j * SOFTMAX_THREADS;
-        if (c < n4) row_out[c] = make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv, v[j].w * inv);
+        if (c < n4) SOFTMAX_STORE(row_out + c, make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv, v[j].w * inv));
+    }
+}
+
+// Persistent variant: gridDim.x blocks (a few per SM) walk the rows with stride gridDim.x, and each block
+// issues the loads of its next row before the reductions of the current one, so HBM stays busy while
+// the block synchronizes (software pipelining across rows). Same traffic: one read, one write.
+__device__ __forceinline__ void softmax_load_row(const float4* row_in, int n4, float4 (&v)[SOFTMAX_VEC]) {
+#pragma unroll
+    for (int j = 0; j < SOFTMAX_VEC; ++j) {
+        const int c = threadIdx.x + j * SOFTMAX_THREADS;
+        v[j] = c < n4 ? SOFTMAX_LOAD(row_in + c) : make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(SOFTMAX_THREADS, SOFTMAX_MIN_BLOCKS)
+softmax_rows_persistent(const float* __restrict__ x, float* __restrict__ y, int n_rows, int n_cols) {
+    __shared__ float scratch[32];
+    const int n4 = n_cols / 4;
+    float4 cur[SOFTMAX_VEC], nxt[SOFTMAX_VEC];
+    int row = blockIdx.x;
+    if (row < n_rows) softmax_load_row(reinterpret_cast<const float4*>(x + (long long)row * n_cols), n4, cur);
+    for (; row < n_rows; row += gridDim.x) {
+        const int next = row + gridDim.x;
+        if (next < n_rows) softmax_load_row(reinterpret_cast<const float4*>(x + (long long)next * n_cols), n4, nxt);
+        float row_max = NEG_INF;
+#pragma unroll
+        for (int j = 0; j < SOFTMAX_VEC; ++j)
+            row_max = fmaxf(row_max, fmaxf(fmaxf(cur[j].x, cur[j].y), fmaxf(cur[j].z, cur[j].w)));
+        row_max = block_max(row_max, scratch);
+        float row_sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < SOFTMAX_VEC; ++j) {  // padding lanes hold -inf: exp gives 0, the sum is unchanged
+            cur[j].x = __expf(cur[j].x - row_max);
+            cur[j].y = __expf(cur[j].y - row_max);
+            cur[j].z = __expf(cur[j].z - row_max);
+            cur[j].w = __expf(cur[j].w - row_max);
+            row_sum += (cur[j].x + cur[j].y) + (cur[j].z + cur[j].w);
+        }
+        const float inv = 1.0f / block_sum(row_sum, scratch);
+        float4* row_out = reinterpret_cast<float4*>(y + (long long)row * n_cols);
+#pragma unroll
+        for (int j = 0; j < SOFTMAX_VEC; ++j) {
+            const int c = threadIdx.x + j * SOFTMAX_THREADS;
+            if (c < n4) SOFTMAX_STORE(row_out + c, make_float4(cur[j].x * inv, cur[j].y * inv, cur[j].z * inv,
+                                                               cur[j].w * inv));
+            cur[j] = nxt[j];
+        }
     }
 }
 

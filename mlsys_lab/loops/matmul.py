@@ -8,19 +8,22 @@
 * :func:`matmul_ijk_unroll_jam`: ijk with j unrolled by 4 and jammed: one A load feeds 4 outputs and
   one B cache line serves 4 dot products (Carr & Kennedy 1994).
 * :func:`microkernel_source` / :func:`matmul_microkernel`: the register-blocked kernel of
-  Goto & van de Geijn, "Anatomy of high-performance matrix multiplication" (TOMS 2008): B packed
-  into panels of ``nr`` columns, an ``mr x nr`` block of C held in registers over the whole k loop,
-  the block fully unrolled (the source is generated so you can read the unrolled code).
+  Goto & van de Geijn, "Anatomy of high-performance matrix multiplication" (TOMS 2008): A packed
+  into panels of ``mr`` rows and B into panels of ``nr`` columns, an ``mr x nr`` block of C held in
+  registers over the whole k loop, the block fully unrolled (the source is generated so you can read
+  the unrolled code) and vectorized across the columns of the block by LLVM's SLP vectorizer.
 
 Shapes: a (n, m), b (m, p), out (n, p). All kernels write into ``out`` and return it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
 from numba import njit, prange
+from numba.core import config as numba_config
 
 from mlsys_lab.validation import check_int
 
@@ -115,23 +118,29 @@ def matmul_ijk_unroll_jam(a, b, out):
     return out
 
 
-def microkernel_source(mr: int = 4, nr: int = 8) -> str:
-    """Python source of the mr x nr register-blocked kernel, fully unrolled (mr * nr accumulators)."""
-    mr, nr = check_int("mr", mr, low=1, high=8), check_int("nr", nr, low=1, high=32)
+def microkernel_source(mr: int = 8, nr: int = 16) -> str:
+    """Python source of the mr x nr register-blocked kernel, fully unrolled (mr * nr accumulators).
+
+    Both operands come packed (see :func:`pack_panels`): ``a_panels[ib, k, :]`` is the column k of rows
+    ``ib*mr .. ib*mr+mr-1`` of A, ``b_panels[jb, k, :]`` the row k of columns ``jb*nr .. jb*nr+nr-1`` of B,
+    so every k step reads mr + nr contiguous numbers and does mr * nr multiply-adds.
+    """
+    mr, nr = check_int("mr", mr, low=1, high=16), check_int("nr", nr, low=1, high=32)
     lines = [
-        "def kernel(a, b_panels, out):",
-        "    n, m = a.shape",
+        "def kernel(a_panels, b_panels, out):",
+        "    n_row_blocks, m, _ = a_panels.shape",
         "    n_panels = b_panels.shape[0]",
-        f"    for task in prange((n // {mr}) * n_panels):  # one mr x nr block of C per task",
-        f"        i = (task // n_panels) * {mr}",
+        "    for task in prange(n_row_blocks * n_panels):  # one mr x nr block of C per task",
+        "        ib = task // n_panels",
         "        panel = task % n_panels",
+        f"        i = ib * {mr}",
         f"        j = panel * {nr}",
     ]
     lines += ["        " + "; ".join(f"c{r}_{c} = 0.0" for c in range(nr)) for r in range(mr)]
     lines.append("        for k in range(m):")
     lines.append("            " + "; ".join(f"b{c} = b_panels[panel, k, {c}]" for c in range(nr)))
     for r in range(mr):
-        lines.append(f"            a{r} = a[i + {r}, k]")
+        lines.append(f"            a{r} = a_panels[ib, k, {r}]")
         lines.append("            " + "; ".join(f"c{r}_{c} += a{r} * b{c}" for c in range(nr)))
     for r in range(mr):
         lines.append("        " + "; ".join(f"out[i + {r}, j + {c}] = c{r}_{c}" for c in range(nr)))
@@ -139,11 +148,41 @@ def microkernel_source(mr: int = 4, nr: int = 8) -> str:
     return "\n".join(lines)
 
 
-@functools.lru_cache(maxsize=8)
-def _compiled_microkernel(mr: int, nr: int):
+@contextlib.contextmanager
+def _slp_vectorizer():
+    """Turn on LLVM's SLP vectorizer (numba's ``NUMBA_SLP_VECTORIZE``, off by default) while compiling.
+
+    numba reads the setting each time it builds the optimisation pipeline for a function, so this
+    changes only what is compiled inside the block.
+    """
+    saved = numba_config.SLP_VECTORIZE
+    numba_config.SLP_VECTORIZE = 1
+    try:
+        yield
+    finally:
+        numba_config.SLP_VECTORIZE = saved
+
+
+_MICROKERNEL_SIGNATURE = "float64[:, ::1](float64[:, :, ::1], float64[:, :, ::1], float64[:, ::1])"
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_microkernel(mr: int, nr: int, slp: bool):
+    """Compile the generated kernel. Two code generators, to compare in the lesson:
+
+    * ``slp=True``: ``fastmath={"contract"}`` (fused multiply-add, no reassociation) and the SLP
+      vectorizer, which packs the nr independent accumulators of a row of C into SIMD registers:
+      one broadcast of a{r}, nr/8 AVX-512 FMAs.
+    * ``slp=False``: numba's defaults with ``fastmath=True``. Reassociation lets the *loop* vectorizer
+      treat every accumulator as a reduction over k instead: 8 partial sums each, B read with
+      stride nr, shuffles at the end. Same arithmetic, several times slower.
+    """
     namespace = {"prange": prange}
     exec(microkernel_source(mr, nr), namespace)  # noqa: S102  (our own generated source)
-    return njit(parallel=True, fastmath=True)(namespace["kernel"])
+    if not slp:
+        return njit(_MICROKERNEL_SIGNATURE, parallel=True, fastmath=True)(namespace["kernel"])
+    with _slp_vectorizer():
+        return njit(_MICROKERNEL_SIGNATURE, parallel=True, fastmath={"contract"})(namespace["kernel"])
 
 
 @njit(parallel=True, cache=True)
@@ -158,12 +197,32 @@ def pack_panels(b, nr):
     return panels
 
 
-def matmul_microkernel(a: np.ndarray, b: np.ndarray, out: np.ndarray, mr: int = 4, nr: int = 8) -> np.ndarray:
-    """Packed, register-blocked, parallel matmul (packing included in the time). n % mr == p % nr == 0."""
+@njit(parallel=True, cache=True)
+def pack_row_panels(a, mr):
+    """Copy A (n, m) into panels (n // mr, m, mr): each panel's k-th row is A[i:i+mr, k], contiguous."""
+    n, m = a.shape
+    panels = np.empty((n // mr, m, mr), dtype=a.dtype)
+    for ib in prange(n // mr):
+        for k in range(m):
+            for r in range(mr):
+                panels[ib, k, r] = a[ib * mr + r, k]
+    return panels
+
+
+def matmul_microkernel(a: np.ndarray, b: np.ndarray, out: np.ndarray, mr: int = 8, nr: int = 16,
+                       slp: bool = True) -> np.ndarray:
+    """Packed, register-blocked, parallel matmul (packing of both operands included in the time).
+
+    Needs n % mr == p % nr == 0 and C-contiguous float64 ``out``. ``slp`` picks the code generator
+    (see :func:`_compiled_microkernel`).
+    """
+    mr, nr = check_int("mr", mr, low=1, high=16), check_int("nr", nr, low=1, high=32)
     n, p = a.shape[0], b.shape[1]
     if n % mr or p % nr:
         raise ValueError(f"n must be a multiple of mr={mr} and p of nr={nr}; got n={n}, p={p}")
-    return _compiled_microkernel(mr, nr)(a, pack_panels(b, nr), out)
+    if out.dtype != np.float64 or not out.flags.c_contiguous or out.shape != (n, p):
+        raise ValueError(f"out must be a C-contiguous float64 array of shape {(n, p)}; got {out.dtype} {out.shape}")
+    return _compiled_microkernel(mr, nr, bool(slp))(pack_row_panels(a, mr), pack_panels(b, nr), out)
 
 
 def flop(n: int, m: int | None = None, p: int | None = None) -> int:
