@@ -111,6 +111,17 @@ def asnumpy(array) -> numpy.ndarray:
     return numpy.asarray(array)
 
 
+def module_of(*arrays) -> ModuleType:
+    """The array module that ``arrays`` live in: CuPy when any of them is on the GPU, else NumPy.
+
+    Helpers that take arrays call this instead of using ``xp`` blindly, so a NumPy array stays on the
+    host even in a GPU session (an MPI rank's buffers, a test's hand-made input).
+    """
+    if on_gpu and any(isinstance(a, xp.ndarray) for a in arrays):
+        return xp
+    return numpy
+
+
 def sync() -> None:
     """Wait for queued GPU work to finish (a no-op on NumPy)."""
     if on_gpu:

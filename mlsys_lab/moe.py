@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from mlsys_lab.backend import xp
+from mlsys_lab.backend import module_of, xp
 from mlsys_lab.tinynet import softmax
 from mlsys_lab.validation import check_int, check_number, check_positive
 
@@ -110,7 +110,7 @@ def gshard_second_expert_mask(weights, rng: np.random.Generator) -> np.ndarray:
 def expert_fractions(expert_indices, n_experts: int):
     """fᵢ: the fraction of routed (token, choice) pairs that go to expert i (sums to 1)."""
     flat = expert_indices.reshape(-1)
-    return xp.bincount(flat, minlength=n_experts)[:n_experts] / flat.size
+    return module_of(flat).bincount(flat, minlength=n_experts)[:n_experts] / flat.size
 
 
 def load_balancing_loss(router_probs, expert_indices) -> float:
@@ -131,7 +131,7 @@ def load_balancing_grad(router_probs, expert_indices):
     """d(N · Σ fᵢ Pᵢ) / d router_probs: N · fᵢ / T in every row (f is a count, it carries no gradient)."""
     n_tokens, n_experts = router_probs.shape
     f = expert_fractions(expert_indices.reshape(n_tokens, -1), n_experts)
-    return xp.broadcast_to(n_experts * f / n_tokens, router_probs.shape).astype(router_probs.dtype)
+    return module_of(router_probs).broadcast_to(n_experts * f / n_tokens, router_probs.shape).astype(router_probs.dtype)
 
 
 def coefficient_of_variation(load) -> float:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsys_lab.backend import xp
+from mlsys_lab.backend import module_of, xp
 
 
 def moe_ffn_loop(x, idx, gate, w1, w2):
     """Reference: one pass per expert over the tokens routed to it. Returns (T, d)."""
+    xp = module_of(x, idx, gate, w1, w2)
     out = xp.zeros_like(x)
     for e in range(w1.shape[0]):
         tok, choice = xp.nonzero(idx == e)                                  # sync: the count goes to the host
@@ -40,6 +41,7 @@ def moe_ffn_loop(x, idx, gate, w1, w2):
 
 def expert_slots(idx, n_experts: int):
     """(slot (T, k): each pair's place in its expert's buffer, counts (n,)), by a stable sort on expert id."""
+    xp = module_of(idx)
     flat = idx.reshape(-1)
     order = xp.argsort(flat, kind="stable") if xp is np else xp.argsort(flat)
     counts = xp.bincount(flat, minlength=n_experts)
@@ -53,6 +55,7 @@ def expert_slots(idx, n_experts: int):
 
 def moe_ffn_grouped(x, idx, gate, w1, w2):
     """Same result as :func:`moe_ffn_loop` with one batched GEMM per weight over a padded (n, C, d) buffer."""
+    xp = module_of(x, idx, gate, w1, w2)
     n_tokens, k = idx.shape
     n_experts = w1.shape[0]
     slot, counts = expert_slots(idx, n_experts)

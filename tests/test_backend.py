@@ -96,3 +96,10 @@ def test_import_is_light_and_never_touches_cupy_when_numpy_is_forced():
     env = {"MLSYS_LAB_BACKEND": "numpy", "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert out.strip() == "numpy []"
+
+
+def test_module_of_follows_the_arrays():
+    assert backend.module_of(np.zeros(3), 1.0) is np
+    assert backend.module_of() is np
+    if backend.on_gpu:
+        assert backend.module_of(np.zeros(3), backend.xp.zeros(3)) is backend.xp
