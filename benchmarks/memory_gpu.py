@@ -55,6 +55,7 @@ def guarded(name: str, fn, results: dict) -> None:
     except Exception as exc:  # record and go on: one broken kernel must not hide the others
         traceback.print_exc()
         results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    results[name]["measured_utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"[{name}] {time.perf_counter() - start:.1f} s", flush=True)
 
 

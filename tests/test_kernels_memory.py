@@ -73,6 +73,22 @@ def test_capping_registers_makes_ptxas_spill():
     assert capped.registers <= 32 and capped.spill_store_bytes > 0
 
 
+@needs_nvcc
+def test_softmax_launch_bound_promise_spills_only_where_the_lesson_says():
+    """Lesson 04's softmax sweep: 128 threads x 8 float4 need ~48 registers; promising 16 blocks per SM
+    caps them at 32 and ptxas spills. 256 threads x 4 float4 fit 8 blocks without the promise."""
+    def usage(threads, vec, min_blocks):
+        reports = memory.ptxas_usage("memory_fused.cu", {"SOFTMAX_THREADS": threads, "SOFTMAX_VEC": vec,
+                                                        "SOFTMAX_MIN_BLOCKS": min_blocks})
+        return next(u for u in reports if u.kernel == "softmax_rows")
+
+    free, promised = usage(128, 8, 1), usage(128, 8, 16)
+    assert free.spill_store_bytes == 0 and free.registers > 32
+    assert promised.registers <= 32 and promised.spill_store_bytes > 0
+    relaxed = usage(256, 4, 1)
+    assert relaxed.spill_store_bytes == 0 and relaxed.registers * 256 * 8 <= 65536
+
+
 def test_register_pressure_reference_matches_a_scalar_loop():
     x = np.random.default_rng().uniform(-1, 1, 5).astype(np.float32)
     n_live, iters = 6, 4
