@@ -31,3 +31,41 @@ def test_explorer_builds_and_survives_every_control(cls, capsys):
         explorer.set(**{name: before})
         assert explorer.error is None, f"restoring {name} left an error: {explorer.error}"
     assert capsys.readouterr().out == ""
+
+
+def _cut_off_texts(explorer) -> list[str]:
+    """Tick labels, titles and axis labels that stick out of the picture (more than 2 px)."""
+    figure = explorer.figure
+    renderer = figure.canvas.get_renderer()
+    width, height = figure.canvas.get_width_height()
+    cut = []
+    def drawn(axis, labels, coordinate):  # matplotlib keeps labels for ticks beyond the limits; it does not draw them
+        low, high = sorted(axis.get_view_interval())
+        span = (high - low) * 1e-9
+        return [t for t in labels if low - span <= t.get_position()[coordinate] <= high + span]
+
+    for ax in figure.axes:
+        texts = [ax.title]
+        if ax.axison:  # ax.axis("off") hides ticks and labels
+            texts += [*drawn(ax.xaxis, ax.get_xticklabels(), 0), *drawn(ax.yaxis, ax.get_yticklabels(), 1),
+                      ax.xaxis.label, ax.yaxis.label]
+        for text in texts:
+            if not text.get_visible() or not text.get_text():
+                continue
+            box = text.get_window_extent(renderer)
+            if box.x0 < -2 or box.y0 < -2 or box.x1 > width + 2 or box.y1 > height + 2:
+                cut.append(text.get_text())
+    return cut
+
+
+@pytest.mark.parametrize("cls", EXPLORERS, ids=lambda c: f"{c.__module__.rsplit('.', 1)[1]}.{c.__name__}")
+def test_labels_stay_inside_the_picture_as_controls_move(cls):
+    """The layout is re-solved only when the margins may change (widgets/base.py): check that every
+    frame still fits, after each control moves and after it comes back (a cached layout)."""
+    explorer = cls()
+    for name, control in explorer.controls.items():
+        before = control.value
+        for value in (other_value(control), before):
+            explorer.set(**{name: value})
+            if explorer.error is None:
+                assert not _cut_off_texts(explorer), f"{name}={value!r}: cut off {_cut_off_texts(explorer)}"

@@ -132,32 +132,64 @@ class Explorer:
                 for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
                     if scale == "log":
                         axis.set_minor_locator(NullLocator())
-        canvas.draw()
-        if not self.relayout_every_update:
-            key = self._layout_key()  # tick labels are known only after a draw
-            solved_for = getattr(self, "_laid_out_for", None)
-            if solved_for is not None and key != solved_for:  # the margins must change: solve again, this frame
-                self.figure.set_layout_engine("constrained")
-                canvas.draw()
-                key = self._layout_key()
-            self.figure.set_layout_engine("none")  # keep these positions while the margins stay the same
-            self._laid_out_for = key
+        if self.relayout_every_update:
+            canvas.draw()
+        else:
+            self._lay_out_and_draw(canvas)
         buffer = io.BytesIO()
         PIL.Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba()).save(
             buffer, format="png", compress_level=1)
         return buffer.getvalue()
 
+    def _lay_out_and_draw(self, canvas: FigureCanvasAgg) -> None:
+        """Draw once, solving the constrained layout only for margins not seen before.
+
+        The margins depend on :meth:`_layout_key`, known before the draw. A key seen before gets the axes
+        positions solved for it then (a slider moved back and forth re-solves nothing); a new key turns
+        the layout engine on for this one draw and remembers the positions it found.
+        """
+        layouts = self.__dict__.setdefault("_layouts", {})
+        key = self._layout_key()
+        if key == getattr(self, "_laid_out_for", None):
+            canvas.draw()
+            return
+        if key in layouts:
+            for ax, position in zip(self.figure.axes, layouts[key], strict=True):
+                ax._set_position(position)  # the layout engine's own setter: keeps the axes in the layout
+            canvas.draw()
+        else:
+            self.figure.set_layout_engine("constrained")
+            canvas.draw()
+            layouts[key] = [ax.get_position(original=True).frozen() for ax in self.figure.axes]
+        self.figure.set_layout_engine("none")  # keep these positions while the margins stay the same
+        self._laid_out_for = key
+
     def _layout_key(self) -> tuple:
-        """What decides the margins: the longest tick label per axis (in characters) and how many lines the
-        title and axis labels take (their words do not move the margins, their line count does)."""
-        def longest(labels) -> int:
-            return max((len(t.get_text()) for t in labels if t.get_visible()), default=0)
+        """What decides the margins: the number of axes, the longest major tick label per axis (in
+        characters) and the labels on its two ends, and how many lines the title and axis labels take (their words do not move the
+        margins, their line count does). Tick labels come from each axis's locator and formatter, so the
+        key is known before drawing."""
+        def labels(axis) -> tuple[int, int, int]:
+            """Longest label, and the labels at the two ends of the axis when a tick sits exactly there
+            (half of such a label sticks out past the axes)."""
+            if not axis.get_visible():
+                return 0, 0, 0
+            low, high = sorted(axis.get_view_interval())
+            span = (high - low) * 1e-9
+            ticks = [t for t in axis.get_major_locator()() if low - span <= t <= high + span]
+            texts = axis.get_major_formatter().format_ticks(ticks)
+            if not texts:
+                return 0, 0, 0
+            at_low = len(texts[0]) if abs(ticks[0] - low) <= span else 0
+            at_high = len(texts[-1]) if abs(ticks[-1] - high) <= span else 0
+            return max(len(text) for text in texts), at_low, at_high
 
         def lines(text: str) -> int:
             return text.count("\n") + 1 if text else 0
 
-        return tuple((longest(ax.get_xticklabels()), longest(ax.get_yticklabels()), lines(ax.get_title()),
-                      lines(ax.get_xlabel()), lines(ax.get_ylabel())) for ax in self.figure.axes)
+        return (len(self.figure.axes),) + tuple(
+            (labels(ax.xaxis), labels(ax.yaxis), lines(ax.get_title()), lines(ax.get_xlabel()),
+             lines(ax.get_ylabel())) for ax in self.figure.axes)
 
     def widget(self) -> widgets.Widget:
         controls = widgets.VBox(list(self.controls.values()))
