@@ -165,10 +165,10 @@ class Explorer:
         self._laid_out_for = key
 
     def _layout_key(self) -> tuple:
-        """What decides the margins: the number of axes, the longest major tick label per axis (in
-        characters) and the labels on its two ends, and how many lines the title and axis labels take (their words do not move the
-        margins, their line count does). Tick labels come from each axis's locator and formatter, so the
-        key is known before drawing."""
+        """What decides the margins: the number of axes; per axis the longest major tick label (in characters)
+        and the labels on its two ends; how many lines the title and axis labels take (their words do not
+        move the margins, their line count does). Tick labels come from each axis's locator and formatter,
+        so the key is known before drawing."""
         def labels(axis) -> tuple[int, int, int]:
             """Longest label, and the labels at the two ends of the axis when a tick sits exactly there
             (half of such a label sticks out past the axes)."""
