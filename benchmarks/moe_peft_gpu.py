@@ -2,10 +2,11 @@
 
 Run on a GPU machine from the repository root:
 
-    python benchmarks/moe_peft_gpu.py OUT_DIR [both|peft|moe]
+    python benchmarks/moe_peft_gpu.py OUT_DIR [all|peft|moe|batched]
 
-It writes OUT_DIR/moe_grouped_gemm.json and OUT_DIR/peft_latency.json (device name, date, medians of
-CUDA-event timings after warm-up); copy them to mlsys_lab/data/ with the device in the name.
+It writes OUT_DIR/moe_grouped_gemm.json, OUT_DIR/moe_batched_matmul.json and OUT_DIR/peft_latency.json
+(device name, date, medians of CUDA-event timings after warm-up); copy them to mlsys_lab/data/ with the
+device in the name.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.backend import asnumpy, xp
-from mlsys_lab.moe_kernels import expert_slots, moe_ffn_grouped, moe_ffn_loop
+from mlsys_lab.moe_kernels import expert_slots, moe_ffn_grouped, moe_ffn_loop, moe_ffn_padded_batched
 from mlsys_lab.peft_finetune import inference_variants
 from mlsys_lab.timing import benchmark
 
@@ -57,14 +58,14 @@ def device_routing(n_tokens: int, n_experts: int, top_k: int, d_model: int, d_ff
 
 
 def batched_gemms_only(x, idx, gate, w1, w2):
-    """The grouped path's two batched GEMMs alone, on an already packed buffer (to see where time goes)."""
+    """The padded path's two batched GEMMs alone, on an already packed buffer (to see where time goes)."""
     slot, counts = expert_slots(idx, w1.shape[0])
     buf = xp.zeros((w1.shape[0], int(counts.max()), x.shape[1]), x.dtype)
     return lambda: xp.matmul(xp.maximum(xp.matmul(buf, w1), 0), w2)
 
 
 def moe_rows(partial_file: Path | None = None) -> list[dict]:
-    """Loop vs grouped per layer and batch; rewrites ``partial_file`` after each row (keeps cut-off runs)."""
+    """Loop vs grouped vs padded-batched per layer and batch; rewrites ``partial_file`` after each row."""
     rows = []
     dtype = np.float16 if backend.on_gpu else np.float32
     for name, (n_experts, top_k, d_model, d_ff) in MOE_LAYERS.items():
@@ -73,23 +74,55 @@ def moe_rows(partial_file: Path | None = None) -> list[dict]:
                 continue  # the 256-expert loop is slow to repeat; two batch sizes show the trend
             args = device_routing(n_tokens, n_experts, top_k, d_model, d_ff, dtype)
             loop, grouped = asnumpy(moe_ffn_loop(*args)).astype(np.float64), asnumpy(moe_ffn_grouped(*args))
+            padded = asnumpy(moe_ffn_padded_batched(*args))
             rel_err = float(np.abs(grouped - loop).max() / np.abs(loop).max())
+            rel_err_padded = float(np.abs(padded - loop).max() / np.abs(loop).max())
             t_loop = benchmark(lambda a=args: moe_ffn_loop(*a), warmup=2, repeat=10)
-            t_grouped = benchmark(lambda a=args: moe_ffn_grouped(*a), warmup=3, repeat=20)
-            t_gemms = benchmark(batched_gemms_only(*args), warmup=3, repeat=20)
+            t_grouped = benchmark(lambda a=args: moe_ffn_grouped(*a), warmup=3, repeat=10)
+            t_padded = benchmark(lambda a=args: moe_ffn_padded_batched(*a), warmup=2, repeat=10)
+            t_gemms = benchmark(batched_gemms_only(*args), warmup=2, repeat=10)
             flop = 2 * 2 * n_tokens * top_k * d_model * d_ff
             rows.append({"layer": name, "n_experts": n_experts, "top_k": top_k, "d_model": d_model,
                          "d_ff": d_ff,
                          "n_tokens": n_tokens, "dtype": np.dtype(dtype).name, "loop_seconds": t_loop.median,
-                         "grouped_seconds": t_grouped.median, "batched_gemms_only_seconds": t_gemms.median,
-                         "useful_flop": flop, "rel_err": rel_err})
-            print(f"{name} T={n_tokens}: loop {t_loop} grouped {t_grouped} (GEMMs alone {t_gemms}) "
-                  f"rel_err {rel_err:.2e}", flush=True)
+                         "grouped_seconds": t_grouped.median, "padded_batched_seconds": t_padded.median,
+                         "batched_gemms_only_seconds": t_gemms.median,
+                         "useful_flop": flop, "rel_err": rel_err, "rel_err_padded": rel_err_padded})
+            print(f"{name} T={n_tokens}: loop {t_loop} grouped {t_grouped} padded batched {t_padded} "
+                  f"(its GEMMs alone {t_gemms}) rel_err {rel_err:.2e}", flush=True)
             if partial_file is not None:
                 partial_file.write_text(json.dumps({**header(), "rows": rows}, indent=1))
             del args
             if backend.on_gpu:
                 xp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def batched_vs_2d_rows() -> list[dict]:
+    """One weight's GEMM of a padded (n, C, d) @ (n, d, f) MoE buffer: one strided-batched matmul
+    against n 2-D matmuls into slices of the same output, same inputs, L2 flushed before each run."""
+    rows = []
+    dtype = np.float16 if backend.on_gpu else np.float32
+    for n, c, d, f in ((8, 2200, 4096, 14336), (8, 8, 4096, 14336), (64, 200, 2048, 1408), (256, 40, 7168, 2048)):
+        buf = _normal((n, c, d)).astype(dtype)
+        w = (_normal((n, d, f)) * d**-0.5).astype(dtype)
+        out = xp.empty((n, c, f), dtype)
+
+        def two_d(buf=buf, w=w, out=out):
+            for e in range(buf.shape[0]):
+                xp.matmul(buf[e], w[e], out=out[e])
+            return out
+
+        expected = asnumpy(xp.matmul(buf, w)).astype(np.float64)
+        rel_err = float(np.abs(asnumpy(two_d()) - expected).max() / np.abs(expected).max())
+        flush = 512 * 2**20 if backend.on_gpu else 0
+        t_batched = benchmark(lambda buf=buf, w=w, out=out: xp.matmul(buf, w, out=out), warmup=3, repeat=10,
+                              flush_bytes=flush)
+        t_2d = benchmark(two_d, warmup=3, repeat=10, flush_bytes=flush)
+        rows.append({"n": n, "C": c, "d": d, "f": f, "dtype": np.dtype(dtype).name, "flop": 2 * n * c * d * f,
+                     "batched_seconds": t_batched.median, "two_d_seconds": t_2d.median, "rel_err": rel_err})
+        print(rows[-1], flush=True)
+        del buf, w, out
     return rows
 
 
@@ -105,15 +138,18 @@ def peft_rows() -> list[dict]:
     return rows
 
 
-def main(out_dir: str, which: str = "both") -> None:
+def main(out_dir: str, which: str = "all") -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(backend.describe(), flush=True)
-    if which in ("both", "peft"):
+    if which in ("all", "peft"):
         (out / "peft_latency.json").write_text(json.dumps({**header(), "rows": peft_rows()}, indent=1))
-    if which in ("both", "moe"):
+    if which in ("all", "moe"):
         moe_rows(out / "moe_grouped_gemm.json")
+    if which in ("all", "batched"):
+        (out / "moe_batched_matmul.json").write_text(json.dumps({**header(), "rows": batched_vs_2d_rows()},
+                                                                indent=1))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else ".", sys.argv[2] if len(sys.argv) > 2 else "both")
+    main(sys.argv[1] if len(sys.argv) > 1 else ".", sys.argv[2] if len(sys.argv) > 2 else "all")

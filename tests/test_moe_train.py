@@ -5,7 +5,7 @@ import pytest
 
 from mlsys_lab.backend import asnumpy, xp
 from mlsys_lab.moe import load_balancing_loss
-from mlsys_lab.moe_kernels import expert_slots, moe_ffn_grouped, moe_ffn_loop, random_routing
+from mlsys_lab.moe_kernels import expert_slots, moe_ffn_grouped, moe_ffn_loop, moe_ffn_padded_batched, random_routing
 from mlsys_lab.moe_train import MoEConfig, init_moe, make_cluster_task, moe_backward, moe_forward, train_moe
 from mlsys_lab.tinynet import cross_entropy
 
@@ -52,11 +52,12 @@ def test_aux_weight_must_be_nonnegative():
 
 
 @pytest.mark.parametrize(("n_tokens", "n_experts", "top_k", "skew"),
-                         [(37, 8, 2, 0.0), (64, 16, 4, 2.0), (5, 8, 1, 0.0)])
+                         [(37, 8, 2, 0.0), (64, 16, 4, 2.0), (5, 8, 1, 0.0), (3, 16, 2, 0.0)])  # last: idle experts
 def test_grouped_gemm_equals_the_expert_loop(n_tokens, n_experts, top_k, skew):
     args = random_routing(n_tokens, n_experts, top_k, 24, 40, dtype=np.float64, seed=n_tokens, skew=skew)
     loop, grouped = asnumpy(moe_ffn_loop(*args)), asnumpy(moe_ffn_grouped(*args))
     np.testing.assert_allclose(grouped, loop, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(asnumpy(moe_ffn_padded_batched(*args)), loop, rtol=1e-10, atol=1e-12)
     # independent reference: every token, every choice, dense
     x, idx, gate, w1, w2 = (asnumpy(a) for a in args)
     dense = 0
