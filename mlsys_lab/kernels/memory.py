@@ -227,6 +227,19 @@ def ptxas_usage(file_name: str, defines: dict | None = None, max_registers: int 
 
 
 # ---------------------------------------------------------------------------------- fused kernels
+def _softmax_defines(x, threads: int, blocks: int, blocks_name: str, streaming: bool, max_vec: int) -> dict:
+    """Validate a softmax launch and return the kernel's compile-time settings (one row per block pass)."""
+    _rows, cols = x.shape
+    check_divisible("cols", cols, 4)
+    threads = check_choice("threads", threads, (32, 64, 128, 256, 512, 1024))
+    blocks = check_int(blocks_name, blocks, low=1, high=2048 // threads)
+    vec = math.ceil(cols / 4 / threads)
+    if vec > max_vec:
+        raise ValueError(f"cols must be <= {4 * max_vec * threads} for threads={threads}; got {cols}")
+    return {"SOFTMAX_THREADS": threads, "SOFTMAX_VEC": vec, "SOFTMAX_MIN_BLOCKS": blocks,
+            "SOFTMAX_STREAMING": int(bool(streaming))}
+
+
 def softmax_rows(x, threads: int = THREADS, min_blocks: int = 1, streaming: bool = False):
     """Row softmax of a (rows, cols) float32 array in one pass; cols % 4 == 0, cols <= 64 * threads.
 
@@ -235,39 +248,23 @@ def softmax_rows(x, threads: int = THREADS, min_blocks: int = 1, streaming: bool
     registers per thread, so it sets the occupancy); ``streaming`` marks the loads and stores evict-first.
     """
     xp = _xp()
-    rows, cols = x.shape
-    check_divisible("cols", cols, 4)
-    threads = check_choice("threads", threads, (32, 64, 128, 256, 512, 1024))
-    min_blocks = check_int("min_blocks", min_blocks, low=1, high=2048 // threads)
-    vec = math.ceil(cols / 4 / threads)
-    if vec > 16:
-        raise ValueError(f"cols must be <= {64 * threads} for threads={threads}; got {cols}")
+    defines = _softmax_defines(x, threads, min_blocks, "min_blocks", streaming, max_vec=16)
     y = xp.empty_like(x)
-    fn = loader.kernel("memory_fused.cu", "softmax_rows", {"SOFTMAX_THREADS": threads, "SOFTMAX_VEC": vec,
-                                                           "SOFTMAX_MIN_BLOCKS": min_blocks,
-                                                           "SOFTMAX_STREAMING": int(bool(streaming))})
-    fn((rows,), (threads,), (x, y, np.int32(cols)))
+    loader.kernel("memory_fused.cu", "softmax_rows", defines)((x.shape[0],), (threads,), (x, y, np.int32(x.shape[1])))
     return y
 
 
 def softmax_rows_persistent(x, threads: int = THREADS, blocks_per_sm: int = 4, streaming: bool = False):
     """:func:`softmax_rows` with ``blocks_per_sm`` x (SM count) resident blocks that loop over the rows,
-    loading the next row while reducing the current one (software pipelining; same bytes moved)."""
+    loading the next row while reducing the current one (software pipelining; same bytes moved).
+    Two rows live in registers, so cols <= 32 * threads."""
     xp = _xp()
-    rows, cols = x.shape
-    check_divisible("cols", cols, 4)
-    threads = check_choice("threads", threads, (32, 64, 128, 256, 512, 1024))
-    blocks_per_sm = check_int("blocks_per_sm", blocks_per_sm, low=1, high=2048 // threads)
-    vec = math.ceil(cols / 4 / threads)
-    if vec > 8:
-        raise ValueError(f"cols must be <= {32 * threads} for threads={threads} (two rows live in registers); "
-                         f"got {cols}")
+    defines = _softmax_defines(x, threads, blocks_per_sm, "blocks_per_sm", streaming, max_vec=8)
     y = xp.empty_like(x)
-    fn = loader.kernel("memory_fused.cu", "softmax_rows_persistent",
-                       {"SOFTMAX_THREADS": threads, "SOFTMAX_VEC": vec, "SOFTMAX_MIN_BLOCKS": blocks_per_sm,
-                        "SOFTMAX_STREAMING": int(bool(streaming))})
+    rows, cols = x.shape
     n_sm = xp.cuda.Device().attributes["MultiProcessorCount"]
-    fn((min(rows, n_sm * blocks_per_sm),), (threads,), (x, y, np.int32(rows), np.int32(cols)))
+    loader.kernel("memory_fused.cu", "softmax_rows_persistent", defines)(
+        (min(rows, n_sm * blocks_per_sm),), (threads,), (x, y, np.int32(rows), np.int32(cols)))
     return y
 
 

@@ -54,48 +54,8 @@ __device__ float block_sum(float v, float* scratch) {
     return v;
 }
 
-// One block per row; the row stays in registers between the max, the sum and the write:
-// 4 * n_cols bytes read and 4 * n_cols written, nothing more. n_cols % 4 == 0.
-extern "C" __global__ void __launch_bounds__(SOFTMAX_THREADS, SOFTMAX_MIN_BLOCKS)
-softmax_rows(const float* __restrict__ x, float* __restrict__ y, int n_cols) {
-    __shared__ float scratch[32];
-    const float4* row_in = reinterpret_cast<const float4*>(x + (long long)blockIdx.x * n_cols);
-    float4* row_out = reinterpret_cast<float4*>(y + (long long)blockIdx.x * n_cols);
-    const int n4 = n_cols / 4;
-    float4 v[SOFTMAX_VEC];
-    float row_max = NEG_INF;
-#pragma unroll
-    for (int j = 0; j < SOFTMAX_VEC; ++j) {
-        const int c = threadIdx.x + j * SOFTMAX_THREADS;
-        if (c < n4) {
-            v[j] = SOFTMAX_LOAD(row_in + c);
-            row_max = fmaxf(row_max, fmaxf(fmaxf(v[j].x, v[j].y), fmaxf(v[j].z, v[j].w)));
-        }
-    }
-    row_max = block_max(row_max, scratch);
-    float row_sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < SOFTMAX_VEC; ++j) {
-        const int c = threadIdx.x + j * SOFTMAX_THREADS;
-        if (c < n4) {
-            v[j].x = __expf(v[j].x - row_max);
-            v[j].y = __expf(v[j].y - row_max);
-            v[j].z = __expf(v[j].z - row_max);
-            v[j].w = __expf(v[j].w - row_max);
-            row_sum += (v[j].x + v[j].y) + (v[j].z + v[j].w);
-        }
-    }
-    const float inv = 1.0f / block_sum(row_sum, scratch);
-#pragma unroll
-    for (int j = 0; j < SOFTMAX_VEC; ++j) {
-        const int c = threadIdx.x + j * SOFTMAX_THREADS;
-        if (c < n4) SOFTMAX_STORE(row_out + c, make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv, v[j].w * inv));
-    }
-}
-
-// Persistent variant: gridDim.x blocks (a few per SM) walk the rows with stride gridDim.x, and each block
-// issues the loads of its next row before the reductions of the current one, so HBM stays busy while
-// the block synchronizes (software pipelining across rows). Same traffic: one read, one write.
+// A row of n4 float4 values held in registers, SOFTMAX_VEC per thread. Lanes past the row's end hold -inf:
+// exp gives 0 there, so the max and the sum are unchanged.
 __device__ __forceinline__ void softmax_load_row(const float4* row_in, int n4, float4 (&v)[SOFTMAX_VEC]) {
 #pragma unroll
     for (int j = 0; j < SOFTMAX_VEC; ++j) {
@@ -104,6 +64,48 @@ __device__ __forceinline__ void softmax_load_row(const float4* row_in, int n4, f
     }
 }
 
+// In place: v <- exp(v - max(row)); returns 1 / sum(row) (two block reductions, no memory traffic).
+__device__ __forceinline__ float softmax_exp_in_registers(float4 (&v)[SOFTMAX_VEC], float* scratch) {
+    float row_max = NEG_INF;
+#pragma unroll
+    for (int j = 0; j < SOFTMAX_VEC; ++j)
+        row_max = fmaxf(row_max, fmaxf(fmaxf(v[j].x, v[j].y), fmaxf(v[j].z, v[j].w)));
+    row_max = block_max(row_max, scratch);
+    float row_sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < SOFTMAX_VEC; ++j) {
+        v[j].x = __expf(v[j].x - row_max);
+        v[j].y = __expf(v[j].y - row_max);
+        v[j].z = __expf(v[j].z - row_max);
+        v[j].w = __expf(v[j].w - row_max);
+        row_sum += (v[j].x + v[j].y) + (v[j].z + v[j].w);
+    }
+    return 1.0f / block_sum(row_sum, scratch);
+}
+
+__device__ __forceinline__ void softmax_store_row(float4* row_out, int n4, const float4 (&v)[SOFTMAX_VEC], float inv) {
+#pragma unroll
+    for (int j = 0; j < SOFTMAX_VEC; ++j) {
+        const int c = threadIdx.x + j * SOFTMAX_THREADS;
+        if (c < n4) SOFTMAX_STORE(row_out + c, make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv, v[j].w * inv));
+    }
+}
+
+// One block per row; the row stays in registers between the max, the sum and the write:
+// 4 * n_cols bytes read and 4 * n_cols written, nothing more. n_cols % 4 == 0.
+extern "C" __global__ void __launch_bounds__(SOFTMAX_THREADS, SOFTMAX_MIN_BLOCKS)
+softmax_rows(const float* __restrict__ x, float* __restrict__ y, int n_cols) {
+    __shared__ float scratch[32];
+    const int n4 = n_cols / 4;
+    float4 v[SOFTMAX_VEC];
+    softmax_load_row(reinterpret_cast<const float4*>(x + (long long)blockIdx.x * n_cols), n4, v);
+    const float inv = softmax_exp_in_registers(v, scratch);
+    softmax_store_row(reinterpret_cast<float4*>(y + (long long)blockIdx.x * n_cols), n4, v, inv);
+}
+
+// Persistent variant: gridDim.x blocks (a few per SM) walk the rows with stride gridDim.x, and each block
+// issues the loads of its next row before the reductions of the current one, so HBM stays busy while
+// the block synchronizes (software pipelining across rows). Same traffic: one read, one write.
 extern "C" __global__ void __launch_bounds__(SOFTMAX_THREADS, SOFTMAX_MIN_BLOCKS)
 softmax_rows_persistent(const float* __restrict__ x, float* __restrict__ y, int n_rows, int n_cols) {
     __shared__ float scratch[32];
@@ -114,29 +116,10 @@ softmax_rows_persistent(const float* __restrict__ x, float* __restrict__ y, int 
     for (; row < n_rows; row += gridDim.x) {
         const int next = row + gridDim.x;
         if (next < n_rows) softmax_load_row(reinterpret_cast<const float4*>(x + (long long)next * n_cols), n4, nxt);
-        float row_max = NEG_INF;
+        const float inv = softmax_exp_in_registers(cur, scratch);
+        softmax_store_row(reinterpret_cast<float4*>(y + (long long)row * n_cols), n4, cur, inv);
 #pragma unroll
-        for (int j = 0; j < SOFTMAX_VEC; ++j)
-            row_max = fmaxf(row_max, fmaxf(fmaxf(cur[j].x, cur[j].y), fmaxf(cur[j].z, cur[j].w)));
-        row_max = block_max(row_max, scratch);
-        float row_sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < SOFTMAX_VEC; ++j) {  // padding lanes hold -inf: exp gives 0, the sum is unchanged
-            cur[j].x = __expf(cur[j].x - row_max);
-            cur[j].y = __expf(cur[j].y - row_max);
-            cur[j].z = __expf(cur[j].z - row_max);
-            cur[j].w = __expf(cur[j].w - row_max);
-            row_sum += (cur[j].x + cur[j].y) + (cur[j].z + cur[j].w);
-        }
-        const float inv = 1.0f / block_sum(row_sum, scratch);
-        float4* row_out = reinterpret_cast<float4*>(y + (long long)row * n_cols);
-#pragma unroll
-        for (int j = 0; j < SOFTMAX_VEC; ++j) {
-            const int c = threadIdx.x + j * SOFTMAX_THREADS;
-            if (c < n4) SOFTMAX_STORE(row_out + c, make_float4(cur[j].x * inv, cur[j].y * inv, cur[j].z * inv,
-                                                               cur[j].w * inv));
-            cur[j] = nxt[j];
-        }
+        for (int j = 0; j < SOFTMAX_VEC; ++j) cur[j] = nxt[j];
     }
 }
 

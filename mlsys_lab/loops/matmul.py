@@ -197,18 +197,6 @@ def pack_panels(b, nr):
     return panels
 
 
-@njit(parallel=True, cache=True)
-def pack_row_panels(a, mr):
-    """Copy A (n, m) into panels (n // mr, m, mr): each panel's k-th row is A[i:i+mr, k], contiguous."""
-    n, m = a.shape
-    panels = np.empty((n // mr, m, mr), dtype=a.dtype)
-    for ib in prange(n // mr):
-        for k in range(m):
-            for r in range(mr):
-                panels[ib, k, r] = a[ib * mr + r, k]
-    return panels
-
-
 def matmul_microkernel(a: np.ndarray, b: np.ndarray, out: np.ndarray, mr: int = 8, nr: int = 16,
                        slp: bool = True) -> np.ndarray:
     """Packed, register-blocked, parallel matmul (packing of both operands included in the time).
@@ -222,7 +210,8 @@ def matmul_microkernel(a: np.ndarray, b: np.ndarray, out: np.ndarray, mr: int = 
         raise ValueError(f"n must be a multiple of mr={mr} and p of nr={nr}; got n={n}, p={p}")
     if out.dtype != np.float64 or not out.flags.c_contiguous or out.shape != (n, p):
         raise ValueError(f"out must be a C-contiguous float64 array of shape {(n, p)}; got {out.dtype} {out.shape}")
-    return _compiled_microkernel(mr, nr, bool(slp))(pack_row_panels(a, mr), pack_panels(b, nr), out)
+    # A's row panels are the column panels of A.T: panels[ib, k, r] = A.T[k, ib*mr + r] = A[ib*mr + r, k]
+    return _compiled_microkernel(mr, nr, bool(slp))(pack_panels(a.T, mr), pack_panels(b, nr), out)
 
 
 def flop(n: int, m: int | None = None, p: int | None = None) -> int:
