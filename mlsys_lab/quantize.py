@@ -15,12 +15,12 @@ Arrays are NumPy here: quantization is a data transformation done once, on the h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
 
 from mlsys_lab import backend
+from mlsys_lab.kernels import loader
 from mlsys_lab.validation import check_choice, check_int
 
 SCHEMES = ("symmetric", "asymmetric")
@@ -156,9 +156,7 @@ def quantized_matmul_error(x: np.ndarray, w: np.ndarray, bits: int = 8, activati
 
 # --- weight-only int8 matmul: a CUDA kernel with a NumPy reference ------------------------------
 
-KERNEL_FILE = Path(__file__).parent / "kernels" / "training_memory_int8_matmul.cu"
-MAX_BATCH_ROWS = 16  # MAX_M in the kernel
-_module_cache: dict[str, object] = {}
+MAX_BATCH_ROWS = 16  # the largest MAX_M the kernel is compiled for
 
 
 def int8_weight_matmul_reference(x: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
@@ -166,27 +164,33 @@ def int8_weight_matmul_reference(x: np.ndarray, codes: np.ndarray, scales: np.nd
     return (np.asarray(x, np.float32) @ np.asarray(codes, np.float32).T) * np.asarray(scales, np.float32)
 
 
-def int8_weight_matmul(x, codes, scales):
+def int8_weight_matmul(x, codes, scales, k_unroll: int = 4, max_m: int | None = None):
     """Weight-only int8 matmul. On CuPy: the kernel in ``kernels/training_memory_int8_matmul.cu``
     (x fp16 (M, K) with M ≤ 16 and K % 16 == 0, codes int8 (N, K), scales fp32 (N,) → fp16 (M, N)).
-    On NumPy: the reference above."""
-    if not backend.on_gpu:
-        return int8_weight_matmul_reference(x, codes, scales)
-    cp = backend.xp
+    On NumPy: the reference above.
+
+    ``k_unroll``: 16-byte weight loads each lane issues before using them (bytes in flight);
+    ``max_m``: the batch rows the kernel is compiled for (default: the smallest power of two ≥ M;
+    a larger value holds more accumulators, so more registers per thread and fewer warps per SM).
+    """
     M, K = x.shape
     N = codes.shape[0]
     check_int("rows of x", M, low=1, high=MAX_BATCH_ROWS)
+    check_int("k_unroll", k_unroll, low=1, high=8)
+    max_m = 1 << (M - 1).bit_length() if max_m is None else check_int("max_m", max_m, low=M, high=MAX_BATCH_ROWS)
     if K % 16 or codes.shape[1] != K:
         raise ValueError(f"K must be a multiple of 16 and match codes' columns; "
                          f"got x {x.shape}, codes {codes.shape}")
-    if "kernel" not in _module_cache:
-        module = cp.RawModule(code=KERNEL_FILE.read_text(), options=("--std=c++17",))
-        _module_cache["kernel"] = module.get_function("int8_weight_matmul")
+    if not backend.on_gpu:
+        return int8_weight_matmul_reference(x, codes, scales)
+    cp = backend.xp
+    kernel = loader.kernel("training_memory_int8_matmul.cu", "int8_weight_matmul",
+                           {"MAX_M": max_m, "K_UNROLL": k_unroll})
     x = cp.ascontiguousarray(x, dtype=cp.float16)
     codes = cp.ascontiguousarray(codes, dtype=cp.int8)
     scales = cp.ascontiguousarray(scales, dtype=cp.float32)
     y = cp.empty((M, N), dtype=cp.float16)
     threads, rows_per_block = 256, 8
-    _module_cache["kernel"](((N + rows_per_block - 1) // rows_per_block,), (threads,),
-                            (x, codes, scales, y, np.int32(M), np.int32(N), np.int32(K)))
+    kernel(((N + rows_per_block - 1) // rows_per_block,), (threads,),
+           (x, codes, scales, y, np.int32(M), np.int32(N), np.int32(K)))
     return y

@@ -73,10 +73,19 @@ def test_int8_weight_matmul_matches_reference_on_random_inputs(seed):
     x = g.standard_normal((int(g.integers(1, 17)), 16 * int(g.integers(1, 80)))).astype(np.float16)
     q = quantize(g.standard_normal((int(g.integers(1, 300)), x.shape[1])).astype(np.float32), 8)
     codes, scales = q.codes.astype(np.int8), q.scales[:, 0]
-    got = asnumpy(int8_weight_matmul(xp.asarray(x), xp.asarray(codes), xp.asarray(scales))).astype(np.float32)
     exact = x.astype(np.float64) @ dequantize(q).T.astype(np.float64)
-    assert relative_error(got, exact) < (2e-3 if on_gpu else 1e-5)  # fp16 output rounding on the GPU
+    for k_unroll, max_m in ((4, None), (1, 16), (3, None)):  # 3: K rarely a multiple of 3 x 512, the guard runs
+        got = asnumpy(int8_weight_matmul(xp.asarray(x), xp.asarray(codes), xp.asarray(scales), k_unroll, max_m))
+        assert relative_error(got.astype(np.float32), exact) < (2e-3 if on_gpu else 1e-5)  # fp16 output rounding
     np.testing.assert_allclose(int8_weight_matmul_reference(x, codes, scales), exact, rtol=1e-3, atol=1e-3)
+
+
+def test_int8_weight_matmul_names_bad_launch_settings():
+    x, codes, scales = np.zeros((3, 32), np.float16), np.zeros((5, 32), np.int8), np.ones(5, np.float32)
+    with pytest.raises(ValueError, match="k_unroll must be an integer between 1 and 8"):
+        int8_weight_matmul(x, codes, scales, k_unroll=0)
+    with pytest.raises(ValueError, match="max_m must be an integer between 3 and 16"):
+        int8_weight_matmul(x, codes, scales, max_m=2)
 
 
 def test_two_four_pattern_and_unstructured_sparsity():
