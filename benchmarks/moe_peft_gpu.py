@@ -2,9 +2,9 @@
 
 Run on a GPU machine from the repository root:
 
-    python benchmarks/moe_peft_gpu.py OUT_DIR [all|peft|moe|batched]
+    python benchmarks/moe_peft_gpu.py OUT_DIR [all|peft|moe|kernel|batched]
 
-It writes OUT_DIR/moe_grouped_gemm.json, OUT_DIR/moe_batched_matmul.json and OUT_DIR/peft_latency.json
+It writes OUT_DIR/moe_grouped_gemm.json, moe_grouped_kernel.json, moe_batched_matmul.json and peft_latency.json
 (device name, date, medians of CUDA-event timings after warm-up); copy them to mlsys_lab/data/ with the
 device in the name.
 """
@@ -20,7 +20,8 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.backend import asnumpy, xp
-from mlsys_lab.moe_kernels import expert_slots, moe_ffn_grouped, moe_ffn_loop, moe_ffn_padded_batched
+from mlsys_lab.moe_kernels import (expert_slots, moe_ffn_grouped, moe_ffn_grouped_kernel, moe_ffn_loop,
+                                   moe_ffn_padded_batched)
 from mlsys_lab.peft_finetune import inference_variants
 from mlsys_lab.timing import benchmark
 
@@ -98,6 +99,30 @@ def moe_rows(partial_file: Path | None = None) -> list[dict]:
     return rows
 
 
+def kernel_rows() -> list[dict]:
+    """The grouped schedule (2n cuBLAS launches) against the one-launch grouped-GEMM kernel, same inputs."""
+    rows = []
+    for name, (n_experts, top_k, d_model, d_ff) in MOE_LAYERS.items():
+        for n_tokens in TOKENS:
+            if n_experts >= 256 and n_tokens > 128:
+                continue
+            args = device_routing(n_tokens, n_experts, top_k, d_model, d_ff, np.float16)
+            reference = asnumpy(moe_ffn_grouped(*args)).astype(np.float64)
+            got = asnumpy(moe_ffn_grouped_kernel(*args)).astype(np.float64)
+            rel_err = float(np.abs(got - reference).max() / np.abs(reference).max())
+            t_grouped = benchmark(lambda a=args: moe_ffn_grouped(*a), warmup=3, repeat=10)
+            t_kernel = benchmark(lambda a=args: moe_ffn_grouped_kernel(*a), warmup=3, repeat=10)
+            rows.append({"layer": name, "n_experts": n_experts, "top_k": top_k, "d_model": d_model, "d_ff": d_ff,
+                         "n_tokens": n_tokens, "dtype": "float16", "grouped_seconds": t_grouped.median,
+                         "grouped_kernel_seconds": t_kernel.median,
+                         "useful_flop": 2 * 2 * n_tokens * top_k * d_model * d_ff,
+                         "rel_err_vs_grouped": rel_err})
+            print(f"{name} T={n_tokens}: grouped {t_grouped} kernel {t_kernel} rel_err {rel_err:.2e}", flush=True)
+            del args
+            xp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
 def batched_vs_2d_rows() -> list[dict]:
     """One weight's GEMM of a padded (n, C, d) @ (n, d, f) MoE buffer: one strided-batched matmul
     against n 2-D matmuls into slices of the same output, same inputs, L2 flushed before each run."""
@@ -146,6 +171,8 @@ def main(out_dir: str, which: str = "all") -> None:
         (out / "peft_latency.json").write_text(json.dumps({**header(), "rows": peft_rows()}, indent=1))
     if which in ("all", "moe"):
         moe_rows(out / "moe_grouped_gemm.json")
+    if which in ("all", "kernel"):
+        (out / "moe_grouped_kernel.json").write_text(json.dumps({**header(), "rows": kernel_rows()}, indent=1))
     if which in ("all", "batched"):
         (out / "moe_batched_matmul.json").write_text(json.dumps({**header(), "rows": batched_vs_2d_rows()},
                                                                 indent=1))

@@ -59,18 +59,34 @@ def expert_slots(idx, n_experts: int):
     return slot.reshape(idx.shape), counts
 
 
+def _sorted_by_expert(x, idx, n_experts: int):
+    """Gather the routed tokens in expert order: (xs (T·k, d), position (T, k) of each pair's row in xs,
+    per-expert counts and starts as host lists). One device-to-host sync, for the counts."""
+    xp = module_of(x, idx)
+    n_tokens, k = idx.shape
+    slot, counts = expert_slots(idx, n_experts)
+    counts_host = np.asarray(asnumpy(counts)).tolist()                        # the one sync
+    starts_host = np.concatenate([[0], np.cumsum(counts_host)[:-1]]).astype(int).tolist()
+    position = xp.asarray(starts_host)[idx] + slot                          # (T, k): each pair's row
+    xs = xp.empty((n_tokens * k, x.shape[1]), x.dtype)
+    xs[position.reshape(-1)] = x[xp.repeat(xp.arange(n_tokens), k)]          # tokens in expert order
+    return xs, position, counts_host, starts_host
+
+
+def _combine(gate, ys, position):
+    """y_t = Σⱼ gate[t, j] · ys[position[t, j]]: each token's k expert outputs, weighted (gathers, no atomics)."""
+    out = gate[:, 0:1] * ys[position[:, 0]]
+    for j in range(1, position.shape[1]):
+        out = out + gate[:, j:j + 1] * ys[position[:, j]]
+    return out
+
+
 def moe_ffn_grouped(x, idx, gate, w1, w2):
     """Same result as :func:`moe_ffn_loop`: pairs sorted by expert once, one GEMM per expert on its
     contiguous segment (no padding), one sync in all."""
     xp = module_of(x, idx, gate, w1, w2)
-    n_tokens, k = idx.shape
-    slot, counts = expert_slots(idx, w1.shape[0])
-    counts_host = np.asarray(asnumpy(counts)).tolist()                        # the one sync
-    starts_host = np.concatenate([[0], np.cumsum(counts_host)[:-1]]).tolist()
-    position = xp.asarray(starts_host)[idx] + slot                          # (T, k): each pair's row
-    xs = xp.empty((n_tokens * k, x.shape[1]), x.dtype)
-    xs[position.reshape(-1)] = x[xp.repeat(xp.arange(n_tokens), k)]          # tokens in expert order
-    h = xp.empty((n_tokens * k, w1.shape[2]), x.dtype)
+    xs, position, counts_host, starts_host = _sorted_by_expert(x, idx, w1.shape[0])
+    h = xp.empty((xs.shape[0], w1.shape[2]), x.dtype)
     ys = xp.empty_like(xs)
     segments = [(e, s, s + c) for e, (s, c) in enumerate(zip(starts_host, counts_host, strict=True)) if c]
     for e, start, stop in segments:
@@ -78,10 +94,49 @@ def moe_ffn_grouped(x, idx, gate, w1, w2):
     xp.maximum(h, 0, out=h)
     for e, start, stop in segments:
         xp.matmul(h[start:stop], w2[e], out=ys[start:stop])
-    out = gate[:, 0:1] * ys[position[:, 0]]
-    for j in range(1, k):
-        out = out + gate[:, j:j + 1] * ys[position[:, j]]
-    return out
+    return _combine(gate, ys, position)
+
+
+GROUPED_TILE_ROWS = 64  # BM in kernels/moe_grouped_gemm.cu
+
+
+def grouped_gemm_tiles(counts, starts, tile_rows: int = GROUPED_TILE_ROWS) -> np.ndarray:
+    """The grouped-GEMM kernel's work list: one (expert, first row, segment end) row per tile of
+    ``tile_rows`` rows of each expert's segment; experts with no tokens get no tiles."""
+    tiles = [(e, row, start + count) for e, (count, start) in enumerate(zip(counts, starts, strict=True))
+             for row in range(start, start + count, tile_rows)]
+    return np.asarray(tiles, dtype=np.int32).reshape(-1, 3)
+
+
+def moe_ffn_grouped_kernel(x, idx, gate, w1, w2):
+    """:func:`moe_ffn_grouped` with each weight's n GEMMs as *one* launch of a tensor-core grouped-GEMM
+    kernel (``kernels/moe_grouped_gemm.cu``; fp16, d and d_ff multiples of 32). On NumPy arrays it is
+    :func:`moe_ffn_grouped` (there are no launches to save)."""
+    xp = module_of(x, idx, gate, w1, w2)
+    if xp is np:
+        return moe_ffn_grouped(x, idx, gate, w1, w2)
+    from mlsys_lab.kernels import loader
+
+    d_model, d_ff = w1.shape[1], w1.shape[2]
+    for name, value in (("d_model", d_model), ("d_ff", d_ff)):
+        if value % 32:
+            raise ValueError(f"{name} must be a multiple of 32 for the grouped-GEMM kernel; got {value}")
+    if not all(a.dtype == xp.float16 for a in (x, w1, w2)):
+        raise ValueError(f"x, w1 and w2 must be float16 for the grouped-GEMM kernel; got {x.dtype}, {w1.dtype}, "
+                         f"{w2.dtype}")
+    xs, position, counts_host, starts_host = _sorted_by_expert(x, idx, w1.shape[0])
+    tiles = xp.asarray(grouped_gemm_tiles(counts_host, starts_host).T.copy())   # (3, n_tiles)
+    kernel = loader.kernel("moe_grouped_gemm.cu", "grouped_gemm_f16")
+    w1c, w2c = xp.ascontiguousarray(w1), xp.ascontiguousarray(w2)
+    h = xp.empty((xs.shape[0], d_ff), x.dtype)
+    ys = xp.empty_like(xs)
+    n_tiles = tiles.shape[1]
+    if n_tiles:
+        for src, weight, dst, n_out, relu in ((xs, w1c, h, d_ff, 1), (h, w2c, ys, d_model, 0)):
+            kernel((n_tiles, -(-n_out // 64)), (128,),
+                   (src, weight, dst, tiles[0], tiles[1], tiles[2], np.int32(src.shape[1]), np.int32(n_out),
+                    np.int32(relu)))
+    return _combine(gate, ys, position)
 
 
 def moe_ffn_padded_batched(x, idx, gate, w1, w2):
