@@ -1,0 +1,112 @@
+"""Lossless compression of weights and messages (无损压缩): fewer bytes to move, time spent to decompress.
+
+Floating-point weights are not random bytes. A trained weight is near zero and roughly Gaussian, so the
+sign-and-exponent byte of each number takes few distinct values while the low mantissa bits look random.
+General-purpose compressors (zlib here) see the bytes interleaved and gain little; **byte shuffling**
+(Blosc's shuffle filter) first groups byte 0 of every number, then byte 1, and so on, so the predictable
+high bytes sit together and compress well. ZipNN (Hershcovitch et al. 2024) and DFloat11 (Zhang et al. 2025)
+build on the same observation: the exponent is where bf16 weights are compressible.
+
+Whether compression pays is a race. Sending n bytes over a link of bandwidth B takes n / B; compressed,
+it takes n / (r B) + n / D, with r the ratio and D the decompression throughput (bytes out per second).
+It pays exactly when B < D (1 - 1/r) (:func:`break_even_bandwidth`): slow links (object storage,
+networks), not HBM, NVLink or PCIe, unless the decompressor itself runs at those speeds (on the GPU).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlsys_lab.validation import check_int, check_number
+
+
+def to_bfloat16_bits(x: np.ndarray) -> np.ndarray:
+    """bfloat16 as uint16 bit patterns: the high half of each float32 (round-to-nearest-even)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def shuffle_bytes(a: np.ndarray) -> bytes:
+    """The bytes of ``a`` grouped by significance: byte 0 of every element, then byte 1, ..."""
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint8).reshape(-1, a.itemsize).T.tobytes()
+
+
+def unshuffle_bytes(data: bytes, dtype, shape) -> np.ndarray:
+    """Inverse of :func:`shuffle_bytes`."""
+    dtype = np.dtype(dtype)
+    planes = np.frombuffer(data, dtype=np.uint8).reshape(dtype.itemsize, -1)
+    return np.ascontiguousarray(planes.T).view(dtype).reshape(shape)
+
+
+def compress(a: np.ndarray, shuffle: bool = True, level: int = 1) -> bytes:
+    """zlib-compress the array's bytes, byte-shuffled first when ``shuffle``."""
+    check_int("level", level, low=0, high=9)
+    raw = shuffle_bytes(a) if shuffle else np.ascontiguousarray(a).tobytes()
+    return zlib.compress(raw, level)
+
+
+def decompress(blob: bytes, dtype, shape, shuffle: bool = True) -> np.ndarray:
+    """Inverse of :func:`compress`: the identical array, bit for bit."""
+    raw = zlib.decompress(blob)
+    if shuffle:
+        return unshuffle_bytes(raw, dtype, shape)
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+@dataclass(frozen=True)
+class CompressionRun:
+    """One array through :func:`compress` and :func:`decompress`, checked and timed (seconds: medians)."""
+
+    n_bytes: int
+    compressed_bytes: int
+    compress_seconds: float
+    decompress_seconds: float
+
+    @property
+    def ratio(self) -> float:
+        return self.n_bytes / self.compressed_bytes
+
+    @property
+    def decompress_bytes_per_s(self) -> float:
+        return self.n_bytes / self.decompress_seconds
+
+
+def measure(a: np.ndarray, shuffle: bool = True, level: int = 1, repeat: int = 3) -> CompressionRun:
+    """Compress and decompress ``a`` ``repeat`` times; check the round trip is exact; median times."""
+    check_int("repeat", repeat, low=1)
+    c_times, d_times = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        blob = compress(a, shuffle, level)
+        c_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        back = decompress(blob, a.dtype, a.shape, shuffle)
+        d_times.append(time.perf_counter() - start)
+    if not np.array_equal(back.view(np.uint8), np.ascontiguousarray(a).view(np.uint8)):
+        raise AssertionError("lossless round trip changed the data")
+    return CompressionRun(a.nbytes, len(blob), float(np.median(c_times)), float(np.median(d_times)))
+
+
+def break_even_bandwidth(ratio: float, decompress_bytes_per_s: float) -> float:
+    """Link bandwidth below which compressing pays: D (1 - 1/r). Ratio <= 1 never pays (returns 0)."""
+    check_number("ratio", ratio, low=0, low_inclusive=False)
+    check_number("decompress_bytes_per_s", decompress_bytes_per_s, low=0, low_inclusive=False)
+    return max(0.0, decompress_bytes_per_s * (1.0 - 1.0 / ratio))
+
+
+def transfer_seconds(n_bytes: float, bandwidth: float, ratio: float = 1.0,
+                     decompress_bytes_per_s: float | None = None) -> float:
+    """Time to move ``n_bytes`` over ``bandwidth``: n / B raw, n / (r B) + n / D compressed."""
+    check_number("n_bytes", n_bytes, low=0)
+    check_number("bandwidth", bandwidth, low=0, low_inclusive=False)
+    if decompress_bytes_per_s is None:
+        return n_bytes / bandwidth
+    check_number("ratio", ratio, low=0, low_inclusive=False)
+    check_number("decompress_bytes_per_s", decompress_bytes_per_s, low=0, low_inclusive=False)
+    return n_bytes / (ratio * bandwidth) + n_bytes / decompress_bytes_per_s
