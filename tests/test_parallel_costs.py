@@ -154,3 +154,17 @@ def test_shard_gemm_intensity_hand_values():
     assert sorted(timings) == [1, 2] and all(t.median > 0 for t in timings.values())
     with pytest.raises(ValueError, match="t must divide 4·hidden=64"):
         time_mlp_shards(8, 16, (3,), repeat=1)
+
+
+def test_offload_moves_4_psi_per_step_and_its_cost_shrinks_with_tokens():
+    from mlsys_lab.parallel.zero import offload_step_overhead, offload_transfer_bytes
+
+    assert offload_transfer_bytes(1e9) == 4e9  # ZeRO-Offload §4: 4M bytes for M parameters, one GPU
+    assert offload_transfer_bytes(7.5e9, 8) == 3.75e9
+    cost = offload_step_overhead(7.5e9, 8, tokens_per_gpu=16384, pcie_bytes_per_s=50e9, peak_flop_per_s=1e15, mfu=0.5)
+    assert cost["transfer_s"] == pytest.approx(0.075)
+    assert cost["compute_s"] == pytest.approx(6 * 7.5e9 * 16384 / 5e14)
+    small = offload_step_overhead(7.5e9, 8, tokens_per_gpu=1024, pcie_bytes_per_s=50e9, peak_flop_per_s=1e15)
+    assert small["ratio"] > cost["ratio"]
+    with pytest.raises(ValueError, match="mfu must be a number"):
+        offload_step_overhead(7.5e9, 8, 1024, 50e9, 1e15, mfu=0)

@@ -83,6 +83,29 @@ def zero_communication_bytes(n_params: float, n_gpus: int, stage: int, bytes_per
     return (3 if stage == 3 else 2) * psi * bytes_per_param * factor
 
 
+def offload_transfer_bytes(n_params: float, n_gpus: int = 1, bytes_per_param: float = 2) -> float:
+    """Bytes one GPU moves over PCIe per step when the optimizer runs on the CPU (ZeRO-Offload, Ren et al.
+    2021, §4): its share of the fp16 gradients down and of the updated fp16 parameters back up, 4Ψ / N in
+    all ("a total communication volume of 4M" for one GPU, M the parameter count)."""
+    psi = check_number("n_params", n_params, low=1.0)
+    n = check_int("n_gpus", n_gpus, low=1)
+    return 2 * psi * bytes_per_param / n
+
+
+def offload_step_overhead(n_params: float, n_gpus: int, tokens_per_gpu: int, pcie_bytes_per_s: float,
+                          peak_flop_per_s: float, mfu: float = 0.4) -> dict[str, float]:
+    """PCIe time of :func:`offload_transfer_bytes` beside the GPU's compute time for the step
+    (6Ψ FLOP per token at ``mfu`` of ``peak_flop_per_s``). If the transfer is not overlapped with the
+    backward pass, it adds ``transfer_s`` to every step."""
+    check_int("tokens_per_gpu", tokens_per_gpu, low=1)
+    check_number("pcie_bytes_per_s", pcie_bytes_per_s, low=0, low_inclusive=False)
+    check_number("peak_flop_per_s", peak_flop_per_s, low=0, low_inclusive=False)
+    check_number("mfu", mfu, low=0, high=1, low_inclusive=False)
+    transfer = offload_transfer_bytes(n_params, n_gpus) / pcie_bytes_per_s
+    compute = 6 * n_params * tokens_per_gpu / (peak_flop_per_s * mfu)
+    return {"transfer_s": transfer, "compute_s": compute, "ratio": transfer / compute}
+
+
 # --- a real ZeRO step on simulated ranks ------------------------------------------------------
 def _flat(block: dict):
     return xp.concatenate([block[k].ravel() for k in sorted(block)])
