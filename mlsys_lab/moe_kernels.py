@@ -1,5 +1,5 @@
-"""Three ways to run the expert FFNs of a MoE layer: a loop over experts, grouped GEMMs, and one padded
-batched GEMM.
+"""Four ways to run the expert FFNs of a MoE layer: a loop over experts, grouped GEMMs as a schedule of
+cuBLAS calls, the same as one grouped-GEMM kernel launch, and one padded batched GEMM.
 
 All compute, for T tokens routed to k experts each (x: (T, d), W1: (n, d, f), W2: (n, f, d))::
 
@@ -16,6 +16,10 @@ All compute, for T tokens routed to k experts each (x: (T, d), W1: (n, d, f), W2
   up behind each other) and gathers each token's k results back. That is the schedule of a grouped
   GEMM; a grouped-GEMM kernel (CUTLASS, cuBLAS ``GemmGroupedBatched``, MegaBlocks' block-sparse GEMM,
   the fused-MoE kernels of vLLM and SGLang) runs the n segments as *one* launch as well.
+* :func:`moe_ffn_grouped_kernel` is that: ``kernels/moe_grouped_gemm.cu`` takes a list of 64-row tiles
+  (expert, first row, segment end) and runs every expert's segment with tensor cores in one launch per
+  weight matrix. It wins where launches dominate (many small experts) and, being a plain kernel without
+  software pipelining, loses to cuBLAS where the segments are big (lesson 11 has the H200 figures).
 * :func:`moe_ffn_padded_batched` packs the pairs into a padded (n, C, d) buffer, C = the largest expert
   load, and runs one strided-batched GEMM per weight matrix. One launch, but it pays for padding when
   the load is uneven, and on CuPy 14 with fp16 on an H200 its batched matmul was measured 17x slower
@@ -27,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab.backend import asnumpy, module_of, xp
+from mlsys_lab.kernels import loader
 
 
 def moe_ffn_loop(x, idx, gate, w1, w2):
@@ -115,8 +120,6 @@ def moe_ffn_grouped_kernel(x, idx, gate, w1, w2):
     xp = module_of(x, idx, gate, w1, w2)
     if xp is np:
         return moe_ffn_grouped(x, idx, gate, w1, w2)
-    from mlsys_lab.kernels import loader
-
     d_model, d_ff = w1.shape[1], w1.shape[2]
     for name, value in (("d_model", d_model), ("d_ff", d_ff)):
         if value % 32:
