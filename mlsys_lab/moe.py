@@ -139,3 +139,46 @@ def coefficient_of_variation(load) -> float:
     load = np.asarray(load, dtype=float)
     check_number("mean load", float(load.mean()), low=0, low_inclusive=False)
     return float(load.std() / load.mean())
+
+
+# --- serving: what expert parallelism does to weight traffic and memory ---------------------------
+def expected_active_experts(n_tokens: int, n_experts: int, top_k: int) -> float:
+    """Expected number of distinct experts that ``n_tokens`` tokens activate with uniform top-k routing:
+    n · (1 − (1 − k/n)^T). One token: k; many tokens: all n."""
+    check_int("n_tokens", n_tokens, low=0)
+    check_int("n_experts", n_experts, low=1)
+    check_int("top_k", top_k, low=1, high=n_experts)
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** n_tokens)
+
+
+def expert_bytes_per_token(batch_per_device: int, n_devices: int, n_experts: int, top_k: int,
+                           expert_bytes: float, expert_parallel: bool) -> float:
+    """Expert-weight bytes one decode step reads per generated token, per device.
+
+    Replicated experts (data parallel): each device reads every expert its own ``batch_per_device`` tokens
+    activate. Expert parallel: each device holds n_experts / n_devices experts, the all-to-all gathers to it
+    every token (from all devices) routed to them, and it reads each of its active experts once for that
+    whole group: the "same path, one batch" grouping that makes the effective batch per expert n_devices
+    times larger (DeepSpeed-MoE inference, Rajbhandari et al. 2022)."""
+    check_int("batch_per_device", batch_per_device, low=1)
+    check_int("n_devices", n_devices, low=1)
+    check_number("expert_bytes", expert_bytes, low=0)
+    if not expert_parallel:
+        return expected_active_experts(batch_per_device, n_experts, top_k) * expert_bytes / batch_per_device
+    if n_experts % n_devices:
+        raise ValueError(f"n_experts must be divisible by n_devices={n_devices}; got {n_experts}")
+    local = n_experts // n_devices
+    gathered = batch_per_device * n_devices
+    active_local = local * (1.0 - (1.0 - top_k / n_experts) ** gathered)
+    return active_local * expert_bytes / batch_per_device
+
+
+def expert_memory_per_device(dense_bytes: float, expert_bytes: float, n_experts: int, n_devices: int) -> float:
+    """Weight bytes one device holds with expert parallelism: the dense layers (replicated) plus
+    n_experts / n_devices experts (GShard: each device stores 1/n of the experts)."""
+    check_number("dense_bytes", dense_bytes, low=0)
+    check_number("expert_bytes", expert_bytes, low=0)
+    check_int("n_devices", n_devices, low=1)
+    if check_int("n_experts", n_experts, low=1) % n_devices:
+        raise ValueError(f"n_experts must be divisible by n_devices={n_devices}; got {n_experts}")
+    return dense_bytes + expert_bytes * n_experts / n_devices

@@ -137,3 +137,30 @@ def test_dispatch_bytes_by_hand():
     assert dispatch_bytes_per_gpu(4096, 8, 7168, 1) == 4096 * 8 * 7168
     with pytest.raises(ValueError, match="top_k"):
         dispatch_bytes_per_gpu(1, 0, 8)
+
+
+def test_expected_active_experts_limits_and_a_hand_value():
+    from mlsys_lab.moe import expected_active_experts
+
+    assert expected_active_experts(1, 8, 2) == pytest.approx(2)
+    assert expected_active_experts(2, 8, 2) == pytest.approx(8 * (1 - 0.75**2))  # 3.5
+    assert expected_active_experts(10_000, 64, 6) == pytest.approx(64)
+    # Monte Carlo: distinct experts hit by T tokens with k distinct random experts each
+    rng = np.random.default_rng(0)
+    counts = [len(np.unique(np.argsort(rng.random((5, 16)), axis=1)[:, :3])) for _ in range(4000)]
+    assert np.mean(counts) == pytest.approx(expected_active_experts(5, 16, 3), rel=0.02)
+
+
+def test_expert_parallel_reads_fewer_expert_bytes_per_token_and_holds_1_over_n():
+    from mlsys_lab.moe import expert_bytes_per_token, expert_memory_per_device
+
+    replicated = expert_bytes_per_token(4, 8, 64, 6, 1.0, expert_parallel=False)
+    parallel = expert_bytes_per_token(4, 8, 64, 6, 1.0, expert_parallel=True)
+    assert parallel < replicated
+    # one device: expert parallelism is replication
+    one_device = expert_bytes_per_token(4, 1, 64, 6, 1.0, True)
+    assert one_device == pytest.approx(expert_bytes_per_token(4, 1, 64, 6, 1.0, False))
+    assert expert_memory_per_device(10.0, 1.0, 64, 8) == 18.0
+    assert expert_memory_per_device(10.0, 1.0, 128, 16) == 18.0  # experts and devices grow together: flat
+    with pytest.raises(ValueError, match="n_experts must be divisible by n_devices=3"):
+        expert_memory_per_device(10.0, 1.0, 64, 3)
