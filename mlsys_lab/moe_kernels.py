@@ -32,6 +32,7 @@ import numpy as np
 
 from mlsys_lab.backend import asnumpy, module_of, xp
 from mlsys_lab.kernels import loader
+from mlsys_lab.validation import check_divisible
 
 
 def moe_ffn_loop(x, idx, gate, w1, w2):
@@ -120,10 +121,8 @@ def moe_ffn_grouped_kernel(x, idx, gate, w1, w2):
     xp = module_of(x, idx, gate, w1, w2)
     if xp is np:
         return moe_ffn_grouped(x, idx, gate, w1, w2)
-    d_model, d_ff = w1.shape[1], w1.shape[2]
-    for name, value in (("d_model", d_model), ("d_ff", d_ff)):
-        if value % 32:
-            raise ValueError(f"{name} must be a multiple of 32 for the grouped-GEMM kernel; got {value}")
+    d_model = check_divisible("d_model", w1.shape[1], 32)  # the kernel's 32-wide k tiles and 16-byte loads
+    d_ff = check_divisible("d_ff", w1.shape[2], 32)
     if not all(a.dtype == xp.float16 for a in (x, w1, w2)):
         raise ValueError(f"x, w1 and w2 must be float16 for the grouped-GEMM kernel; got {x.dtype}, {w1.dtype}, "
                          f"{w2.dtype}")

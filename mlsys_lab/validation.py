@@ -73,6 +73,14 @@ def check_choice(name: str, value, choices: Iterable) -> object:
     return value
 
 
+def check_divisible(name: str, value: int, multiple: int) -> int:
+    """``value`` must be a positive multiple of ``multiple`` (a kernel's vector width or tile size)."""
+    check_int(name, value, low=1)
+    if value % multiple:
+        raise ValueError(f"{name} must be a multiple of {multiple}; got {value}")
+    return value
+
+
 def check_divides(name: str, value: int, *, of_name: str, of_value: int) -> int:
     """``value`` must divide ``of_value`` (e.g. tensor-parallel degree and head count)."""
     value = check_int(name, value, low=1)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mlsys_lab.validation import check_choice, check_divides, check_int, check_number, check_positive
+from mlsys_lab.validation import check_choice, check_divides, check_divisible, check_int, check_number, check_positive
 
 
 def test_check_int_accepts_integers_in_range():
@@ -35,6 +35,14 @@ def test_check_positive():
 def test_check_choice_lists_choices():
     with pytest.raises(ValueError, match=r"dtype must be one of 'fp32', 'bf16'; got 'fp13'"):
         check_choice("dtype", "fp13", ["fp32", "bf16"])
+
+
+def test_check_divisible_names_the_multiple():
+    assert check_divisible("cols", 12, 4) == 12
+    with pytest.raises(ValueError, match="cols must be a multiple of 4; got 10"):
+        check_divisible("cols", 10, 4)
+    with pytest.raises(ValueError, match="cols must be an integer >= 1; got 0"):
+        check_divisible("cols", 0, 4)
 
 
 def test_check_divides_lists_divisors():

@@ -31,7 +31,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
-from mlsys_lab.validation import check_choice, check_int, check_number
+from mlsys_lab.validation import check_choice, check_divisible, check_int, check_number
 
 THREADS = 256
 N_COEFFS = 64  # matches memory_constant.cu
@@ -309,11 +309,3 @@ def sum_reduce(x, blocks: int = 132 * 8):
     fn = loader.kernel("memory_fused.cu", "sum_partials")
     fn((blocks,), (THREADS,), (x, partial, np.int64(x.size // 4)))
     return partial.sum(dtype=xp.float64)
-
-
-def check_divisible(name: str, value: int, multiple: int) -> int:
-    """ValueError unless ``value`` is a positive multiple of ``multiple``."""
-    check_int(name, value, low=1)
-    if value % multiple:
-        raise ValueError(f"{name} must be a multiple of {multiple}; got {value}")
-    return value
