@@ -167,9 +167,8 @@ def expert_bytes_per_token(batch_per_device: int, n_devices: int, n_experts: int
         return expected_active_experts(batch_per_device, n_experts, top_k) * expert_bytes / batch_per_device
     if n_experts % n_devices:
         raise ValueError(f"n_experts must be divisible by n_devices={n_devices}; got {n_experts}")
-    local = n_experts // n_devices
-    gathered = batch_per_device * n_devices
-    active_local = local * (1.0 - (1.0 - top_k / n_experts) ** gathered)
+    # the whole group's tokens activate experts uniformly; this device holds 1/n_devices of them
+    active_local = expected_active_experts(batch_per_device * n_devices, n_experts, top_k) / n_devices
     return active_local * expert_bytes / batch_per_device
 
 
