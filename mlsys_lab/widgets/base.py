@@ -58,6 +58,8 @@ class Explorer:
         self.result: Any = None
         self.readout: dict[str, str] = {}
         self._holding = False
+        self._layouts: dict[tuple, list] = {}  # layout key -> the axes positions solved for it
+        self._laid_out_for: tuple | None = None  # the key of the positions the figure has now
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         self.update()
@@ -148,19 +150,18 @@ class Explorer:
         positions solved for it then (a slider moved back and forth re-solves nothing); a new key turns
         the layout engine on for this one draw and remembers the positions it found.
         """
-        layouts = self.__dict__.setdefault("_layouts", {})
         key = self._layout_key()
-        if key == getattr(self, "_laid_out_for", None):
+        if key == self._laid_out_for:
             canvas.draw()
             return
-        if key in layouts:
-            for ax, position in zip(self.figure.axes, layouts[key], strict=True):
+        if key in self._layouts:
+            for ax, position in zip(self.figure.axes, self._layouts[key], strict=True):
                 ax._set_position(position)  # the layout engine's own setter: keeps the axes in the layout
             canvas.draw()
         else:
             self.figure.set_layout_engine("constrained")
             canvas.draw()
-            layouts[key] = [ax.get_position(original=True).frozen() for ax in self.figure.axes]
+            self._layouts[key] = [ax.get_position(original=True).frozen() for ax in self.figure.axes]
         self.figure.set_layout_engine("none")  # keep these positions while the margins stay the same
         self._laid_out_for = key
 
