@@ -16,12 +16,11 @@ import numpy as np
 from tqdm import tqdm
 
 from mlsys_lab import backend
-from mlsys_lab.autodiff import Tape, Tensor
 from mlsys_lab.checkpointing import forward_backward
 from mlsys_lab.memory import measure_peak_bytes, mlp_step_bytes
 from mlsys_lab.quantize import int8_weight_matmul, int8_weight_matmul_reference, quantize, relative_error
 from mlsys_lab.timing import benchmark
-from mlsys_lab.training import Adam, forward_loss, make_mlp
+from mlsys_lab.training import Adam, make_mlp, train_step
 
 OUT = Path(__file__).resolve().parents[1] / "mlsys_lab" / "data" / "training_memory_gpu.json"
 
@@ -70,11 +69,7 @@ def engine_memory_figures(xp) -> list[dict]:
             model = make_mlp(64, width, n_blocks, 10)
             optimizer = Adam(1e-3)
             for _ in range(2):
-                tape = Tape()
-                loss = forward_loss(model, Tensor(x, tape), labels)
-                model.zero_grad()
-                tape.backward(loss)
-                optimizer.step(model.parameters)
+                train_step(model, optimizer, x, labels)
             return model
 
         _, peak, _ = measure_peak_bytes(run)

@@ -176,6 +176,16 @@ def spiral_data(n_per_class: int, n_classes: int = 3, *, noise: float = 0.2, see
     return xp.asarray(x), xp.asarray(labels)
 
 
+def train_step(model: MLP, optimizer, x, labels) -> Tensor:
+    """One step: forward to the loss on a fresh tape, backward, optimizer update. Returns the loss."""
+    tape = Tape()
+    loss = forward_loss(model, Tensor(x, tape), labels)
+    model.zero_grad()
+    tape.backward(loss)
+    optimizer.step(model.parameters)
+    return loss
+
+
 def train(model: MLP, x, labels, *, optimizer, batch_size: int, n_epochs: int, seed: int = 0) -> list[float]:
     """Mini-batch training; returns the loss of every step.
 
@@ -187,15 +197,9 @@ def train(model: MLP, x, labels, *, optimizer, batch_size: int, n_epochs: int, s
     check_int("n_epochs", n_epochs, low=1)
     generator = np.random.default_rng(seed)
     losses = []
-    params = model.parameters
     for _ in range(n_epochs):
         order = xp.asarray(generator.permutation(n))
         for start in range(0, n, batch_size):
             rows = order[start:start + batch_size]
-            tape = Tape()
-            loss = forward_loss(model, Tensor(x[rows], tape), labels[rows])
-            model.zero_grad()
-            tape.backward(loss)
-            optimizer.step(params)
-            losses.append(float(loss.data))
+            losses.append(float(train_step(model, optimizer, x[rows], labels[rows]).data))
     return losses
