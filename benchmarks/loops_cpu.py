@@ -14,25 +14,14 @@ import argparse
 import datetime
 import json
 import os
-import platform
 
 import numba
 import numpy as np
 from tqdm import tqdm
 
+from mlsys_lab.hardware import cpu_model
 from mlsys_lab.loops import matmul, single, wavefront
 from mlsys_lab.timing import benchmark
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> None:
@@ -93,7 +82,7 @@ def main() -> None:
     cost = rng.random((4096, 4096))
     record("min_path_serial", lambda: wavefront.min_path_serial(cost), repeat=3)
     record("min_path_wavefront_256", lambda: wavefront.min_path_wavefront(cost, 256), repeat=3)
-    result = {"machine": cpu_name(), "cores": os.cpu_count(), "numba_threads": numba.get_num_threads(),
+    result = {"machine": cpu_model(), "cores": os.cpu_count(), "numba_threads": numba.get_num_threads(),
               "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default (all cores)"),
               "load_average_1min": os.getloadavg()[0], "numpy": np.__version__, "numba": numba.__version__,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "matmul_n": n,

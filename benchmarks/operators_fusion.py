@@ -11,25 +11,15 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import platform
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from mlsys_lab import backend
 from mlsys_lab.graph import measure
+from mlsys_lab.hardware import cpu_model
 
 DATA = Path(__file__).resolve().parents[1] / "mlsys_lab" / "data"
-
-
-def cpu_name() -> str:
-    """The CPU's model name and core count (Linux), else the platform's machine type."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        model = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
-        return f"{model}, {os.cpu_count()} cores"
-    except (OSError, StopIteration):
-        return platform.machine()
 
 
 def main() -> None:
@@ -38,8 +28,9 @@ def main() -> None:
         2**p for p in ((12, 14, 16, 18, 20, 22, 24, 26, 28) if gpu else (12, 14, 16, 18, 20, 22, 24))
     ]
     attention_lengths = (512, 1024, 2048, 4096, 8192) if gpu else (128, 256, 512)
+    cpu = f"{cpu_model()}, {os.cpu_count()} cores"
     record = {
-        "device": backend.describe().split(" · ")[1].removeprefix("device: ") if gpu else cpu_name(),
+        "device": backend.describe().split(" · ")[1].removeprefix("device: ") if gpu else cpu,
         "backend": backend.name,
         "date": datetime.date.today().isoformat(),
         "copy_bandwidth_bytes_per_s": measure.copy_bandwidth_bytes_per_s(2**28 if gpu else 2**24),

@@ -9,7 +9,9 @@ Bandwidths are bytes per second; interconnects are per direction unless the name
 from __future__ import annotations
 
 import functools
+import platform
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mlsys_lab.validation import check_choice, check_int, check_number, check_positive
 
@@ -92,6 +94,17 @@ def preset(name: str) -> Hardware:
     """Look a preset up by name (``PRESETS`` lists them)."""
     check_choice("name", name, PRESETS)
     return PRESETS[name]
+
+
+def cpu_model() -> str:
+    """This CPU's model name ("AMD EPYC 9654 ..."): /proc/cpuinfo on Linux, else what the platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 @dataclass(frozen=True)

@@ -55,3 +55,10 @@ def test_recorded_h200_probe_loads_with_its_date():
     assert h200.memory_bandwidth_bytes_per_s < hardware.H200.memory_bandwidth_bytes_per_s
     with pytest.raises(ValueError, match="name must be a recorded probe"):
         hardware.recorded_probe("probe_tpu")
+
+
+def test_cpu_model_is_a_name():
+    from mlsys_lab.hardware import cpu_model
+
+    name = cpu_model()
+    assert isinstance(name, str) and name.strip() and "\n" not in name
