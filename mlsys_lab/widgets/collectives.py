@@ -10,7 +10,9 @@ from matplotlib import colormaps
 from matplotlib.collections import LineCollection
 from matplotlib.patches import Rectangle
 
-from mlsys_lab.collectives import cost, overlap, simulate, topology
+from mlsys_lab.collectives import cost, simulate
+from mlsys_lab.collectives import overlap as overlap_model
+from mlsys_lab.collectives import topology as topologies
 from mlsys_lab.timing import format_seconds
 from mlsys_lab.validation import check_int
 from mlsys_lab.widgets.base import Explorer, log_slider, slider
@@ -167,27 +169,21 @@ class TopologyExplorer(Explorer):
     def make_controls(self):
         return {
             "topology": widgets.Dropdown(
-                options=list(topology.TOPOLOGIES), value="torus_2d", description="topology"
+                options=list(topologies.TOPOLOGIES), value="torus_2d", description="topology"
             ),
             "n_nodes": slider("nodes", 16, 2, 64),
             "link_gb_s": log_slider("link GB/s", 50.0, 1.0, 900.0),
         }
 
-    def compute(self, topology_name, n_nodes, link_gb_s):
-        graph = topology.build(topology_name, n_nodes)
+    def compute(self, topology, n_nodes, link_gb_s):
+        graph = topologies.build(topology, n_nodes)
         return {
             "graph": graph,
-            "diameter": topology.diameter(topology_name, n_nodes),
-            "links": topology.link_count(topology_name, n_nodes),
-            "bisection_links": topology.bisection_links(topology_name, n_nodes),
-            "bisection": topology.bisection_bandwidth(topology_name, n_nodes, link_gb_s * 1e9),
+            "diameter": topologies.diameter(topology, n_nodes),
+            "links": topologies.link_count(topology, n_nodes),
+            "bisection_links": topologies.bisection_links(topology, n_nodes),
+            "bisection": topologies.bisection_bandwidth(topology, n_nodes, link_gb_s * 1e9),
         }
-
-    @property
-    def values(self):  # compute's parameter is topology_name: "topology" is the module
-        values = {name: control.value for name, control in self.controls.items()}
-        values["topology_name"] = values.pop("topology")
-        return values
 
     def draw(self, figure):
         self.ax = figure.add_subplot()
@@ -236,23 +232,17 @@ class BucketOverlapExplorer(Explorer):
             "overlap": widgets.Checkbox(value=True, description="overlap with backward"),
         }
 
-    def compute(self, bucket_mib, n_ranks, bandwidth_gb_s, overlap_on):
-        seconds, grad_bytes = overlap.transformer_gradients(self.n_tensors // 4)
-        return overlap.bucketed_timeline(
+    def compute(self, bucket_mib, n_ranks, bandwidth_gb_s, overlap):
+        seconds, grad_bytes = overlap_model.transformer_gradients(self.n_tensors // 4)
+        return overlap_model.bucketed_timeline(
             seconds,
             grad_bytes,
             bucket_mib * 2**20,
             n_ranks,
             alpha=10e-6,
             beta=1 / (bandwidth_gb_s * 1e9),
-            overlap=overlap_on,
+            overlap=overlap,
         )
-
-    @property
-    def values(self):  # compute's parameter is overlap_on: "overlap" is the module
-        values = {name: control.value for name, control in self.controls.items()}
-        values["overlap_on"] = values.pop("overlap")
-        return values
 
     def draw(self, figure):
         self.ax = figure.add_subplot()
