@@ -27,19 +27,16 @@ from tqdm import tqdm  # noqa: E402
 
 from mlsys_lab import backend  # noqa: E402
 from mlsys_lab.kernels import littles_law, matmul, memory  # noqa: E402
-from mlsys_lab.timing import benchmark  # noqa: E402
+from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark  # noqa: E402
 
 RNG = np.random.default_rng()  # fresh inputs on every run
 MiB = 2**20
 
 
-FLUSH_BYTES = 512 * 2**20  # > the L2 of any current GPU (H200: 60 MiB)
-
-
 def timed(fn, warmup: int = 3, repeat: int = 20, flush: bool = False) -> dict:
     """Median of event-timed runs. ``flush``: a 512 MiB fill before each run (cold L2, and the GPU is
     busy while the host prepares the launch: see mlsys_lab.timing.benchmark)."""
-    t = benchmark(fn, warmup=warmup, repeat=repeat, flush_bytes=FLUSH_BYTES if flush else 0)
+    t = benchmark(fn, warmup=warmup, repeat=repeat, flush_bytes=L2_FLUSH_BYTES if flush else 0)
     return {"median_s": t.median, "min_s": t.min, "max_s": t.max, "runs": len(t.samples), "l2_flushed": flush}
 
 

@@ -28,7 +28,7 @@ from mlsys_lab.moe_kernels import (
     moe_ffn_padded_batched,
 )
 from mlsys_lab.peft_finetune import inference_variants
-from mlsys_lab.timing import benchmark
+from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark
 
 MOE_LAYERS = {  # name: (n_experts, top_k, d_model, d_ff)
     "Mixtral-8x7B-like (8 experts, top-2, 4096x14336)": (8, 2, 4096, 14336),
@@ -145,7 +145,7 @@ def batched_vs_2d_rows() -> list[dict]:
 
         expected = asnumpy(xp.matmul(buf, w)).astype(np.float64)
         rel_err = float(np.abs(asnumpy(two_d()) - expected).max() / np.abs(expected).max())
-        flush = 512 * 2**20 if backend.on_gpu else 0
+        flush = L2_FLUSH_BYTES
         t_batched = benchmark(lambda buf=buf, w=w, out=out: xp.matmul(buf, w, out=out), warmup=3, repeat=10,
                               flush_bytes=flush)
         t_2d = benchmark(two_d, warmup=3, repeat=10, flush_bytes=flush)

@@ -19,7 +19,7 @@ from mlsys_lab import backend
 from mlsys_lab.checkpointing import forward_backward
 from mlsys_lab.memory import measure_peak_bytes, mlp_step_bytes
 from mlsys_lab.quantize import int8_weight_matmul, int8_weight_matmul_reference, quantize, relative_error
-from mlsys_lab.timing import benchmark
+from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark
 from mlsys_lab.training import Adam, make_mlp, train_step
 
 OUT = Path(__file__).resolve().parents[1] / "mlsys_lab" / "data" / "training_memory_gpu.json"
@@ -38,7 +38,7 @@ def int8_matmul_row(xp, generator, m: int, n: int, k: int) -> dict:
     error = relative_error(got, int8_weight_matmul_reference(x.astype(np.float32), codes, scales))
     first = backend.asnumpy(int8_weight_matmul(d_x, d_codes, d_scales, k_unroll=1, max_m=16)).astype(np.float32)
     error_first = relative_error(first, int8_weight_matmul_reference(x.astype(np.float32), codes, scales))
-    flush = 512 * 2**20  # cold L2 and no host gap inside the timed window (mlsys_lab.timing.benchmark)
+    flush = L2_FLUSH_BYTES  # cold L2 and no host gap inside the timed window (mlsys_lab.timing.benchmark)
     t_int8 = benchmark(lambda: int8_weight_matmul(d_x, d_codes, d_scales), warmup=5, repeat=50, flush_bytes=flush)
     t_first = benchmark(lambda: int8_weight_matmul(d_x, d_codes, d_scales, k_unroll=1, max_m=16), warmup=5,
                         repeat=50, flush_bytes=flush)

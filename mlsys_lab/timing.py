@@ -48,6 +48,9 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
+L2_FLUSH_BYTES = 512 * 2**20  # for ``flush_bytes``: larger than the L2 cache of any current GPU (H200: 60 MiB)
+
+
 def benchmark(fn: Callable[[], object], *, warmup: int = 3, repeat: int = 20, use_gpu: bool | None = None,
               flush_bytes: int = 0) -> Timing:
     """Time ``fn()``: ``warmup`` untimed runs, then ``repeat`` timed runs.
@@ -55,7 +58,8 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 3, repeat: int = 20, us
     ``use_gpu`` defaults to whether the backend is CuPy. On the GPU each run is bracketed by CUDA
     events recorded on the current stream, so the time is the device's, not the host's.
 
-    ``flush_bytes`` (GPU only): before each timed run, fill a scratch buffer of that size, as
+    ``flush_bytes`` (GPU only; ignored on the CPU): before each timed run, fill a scratch buffer of that
+    size (:data:`L2_FLUSH_BYTES` is a good value), as
     ``triton.testing.do_bench`` does. Make it larger than the L2 cache and it does two things: the run
     starts with a cold L2 (no bytes left over from the previous run), and the GPU is still busy filling
     while the host prepares ``fn``'s launch, so the start event fires when the GPU reaches it instead of
