@@ -70,61 +70,61 @@ def batched_gemms_only(x, idx, gate, w1, w2):
     return lambda: xp.matmul(xp.maximum(xp.matmul(buf, w1), 0), w2)
 
 
-def moe_rows(partial_file: Path | None = None) -> list[dict]:
-    """Loop vs grouped vs padded-batched per layer and batch; rewrites ``partial_file`` after each row."""
-    rows = []
-    dtype = np.float16 if backend.on_gpu else np.float32
+def moe_cases(dtype):
+    """(row fields, inputs) for every layer and batch size the MoE records cover; the 256-expert layer only
+    up to 128 tokens (its loop is slow to repeat; two batch sizes show the trend). Frees the inputs after."""
     for name, (n_experts, top_k, d_model, d_ff) in MOE_LAYERS.items():
         for n_tokens in TOKENS:
             if n_experts >= 256 and n_tokens > 128:
-                continue  # the 256-expert loop is slow to repeat; two batch sizes show the trend
-            args = device_routing(n_tokens, n_experts, top_k, d_model, d_ff, dtype)
-            loop, grouped = asnumpy(moe_ffn_loop(*args)).astype(np.float64), asnumpy(moe_ffn_grouped(*args))
-            padded = asnumpy(moe_ffn_padded_batched(*args))
-            rel_err = float(np.abs(grouped - loop).max() / np.abs(loop).max())
-            rel_err_padded = float(np.abs(padded - loop).max() / np.abs(loop).max())
-            t_loop = benchmark(lambda a=args: moe_ffn_loop(*a), warmup=2, repeat=10)
-            t_grouped = benchmark(lambda a=args: moe_ffn_grouped(*a), warmup=3, repeat=10)
-            t_padded = benchmark(lambda a=args: moe_ffn_padded_batched(*a), warmup=2, repeat=10)
-            t_gemms = benchmark(batched_gemms_only(*args), warmup=2, repeat=10)
-            flop = 2 * 2 * n_tokens * top_k * d_model * d_ff
-            rows.append({"layer": name, "n_experts": n_experts, "top_k": top_k, "d_model": d_model,
-                         "d_ff": d_ff,
-                         "n_tokens": n_tokens, "dtype": np.dtype(dtype).name, "loop_seconds": t_loop.median,
-                         "grouped_seconds": t_grouped.median, "padded_batched_seconds": t_padded.median,
-                         "batched_gemms_only_seconds": t_gemms.median,
-                         "useful_flop": flop, "rel_err": rel_err, "rel_err_padded": rel_err_padded})
-            print(f"{name} T={n_tokens}: loop {t_loop} grouped {t_grouped} padded batched {t_padded} "
-                  f"(its GEMMs alone {t_gemms}) rel_err {rel_err:.2e}", flush=True)
-            if partial_file is not None:
-                partial_file.write_text(json.dumps({**header(), "rows": rows}, indent=1))
-            del args
+                continue
+            fields = {"layer": name, "n_experts": n_experts, "top_k": top_k, "d_model": d_model, "d_ff": d_ff,
+                      "n_tokens": n_tokens, "dtype": np.dtype(dtype).name,
+                      "useful_flop": 2 * 2 * n_tokens * top_k * d_model * d_ff}
+            yield fields, device_routing(n_tokens, n_experts, top_k, d_model, d_ff, dtype)
             if backend.on_gpu:
                 xp.get_default_memory_pool().free_all_blocks()
+
+
+def max_relative_error(got, reference) -> float:
+    """max |got − reference| / max |reference|, in float64 on the host."""
+    got, reference = asnumpy(got).astype(np.float64), asnumpy(reference).astype(np.float64)
+    return float(np.abs(got - reference).max() / np.abs(reference).max())
+
+
+def moe_rows(partial_file: Path | None = None) -> list[dict]:
+    """Loop vs grouped vs padded-batched per layer and batch; rewrites ``partial_file`` after each row."""
+    rows = []
+    for fields, args in moe_cases(np.float16 if backend.on_gpu else np.float32):
+        loop = moe_ffn_loop(*args)
+        rel_err = max_relative_error(moe_ffn_grouped(*args), loop)
+        rel_err_padded = max_relative_error(moe_ffn_padded_batched(*args), loop)
+        t_loop = benchmark(lambda a=args: moe_ffn_loop(*a), warmup=2, repeat=10)
+        t_grouped = benchmark(lambda a=args: moe_ffn_grouped(*a), warmup=3, repeat=10)
+        t_padded = benchmark(lambda a=args: moe_ffn_padded_batched(*a), warmup=2, repeat=10)
+        t_gemms = benchmark(batched_gemms_only(*args), warmup=2, repeat=10)
+        rows.append({**fields, "loop_seconds": t_loop.median, "grouped_seconds": t_grouped.median,
+                     "padded_batched_seconds": t_padded.median, "batched_gemms_only_seconds": t_gemms.median,
+                     "rel_err": rel_err, "rel_err_padded": rel_err_padded})
+        print(f"{fields['layer']} T={fields['n_tokens']}: loop {t_loop} grouped {t_grouped} padded batched "
+              f"{t_padded} (its GEMMs alone {t_gemms}) rel_err {rel_err:.2e}", flush=True)
+        if partial_file is not None:
+            partial_file.write_text(json.dumps({**header(), "rows": rows}, indent=1))
+        del args  # the last reference: moe_cases frees the device memory before the next layer
     return rows
 
 
 def kernel_rows() -> list[dict]:
     """The grouped schedule (2n cuBLAS launches) against the one-launch grouped-GEMM kernel, same inputs."""
     rows = []
-    for name, (n_experts, top_k, d_model, d_ff) in MOE_LAYERS.items():
-        for n_tokens in TOKENS:
-            if n_experts >= 256 and n_tokens > 128:
-                continue
-            args = device_routing(n_tokens, n_experts, top_k, d_model, d_ff, np.float16)
-            reference = asnumpy(moe_ffn_grouped(*args)).astype(np.float64)
-            got = asnumpy(moe_ffn_grouped_kernel(*args)).astype(np.float64)
-            rel_err = float(np.abs(got - reference).max() / np.abs(reference).max())
-            t_grouped = benchmark(lambda a=args: moe_ffn_grouped(*a), warmup=3, repeat=10)
-            t_kernel = benchmark(lambda a=args: moe_ffn_grouped_kernel(*a), warmup=3, repeat=10)
-            rows.append({"layer": name, "n_experts": n_experts, "top_k": top_k, "d_model": d_model, "d_ff": d_ff,
-                         "n_tokens": n_tokens, "dtype": "float16", "grouped_seconds": t_grouped.median,
-                         "grouped_kernel_seconds": t_kernel.median,
-                         "useful_flop": 2 * 2 * n_tokens * top_k * d_model * d_ff,
-                         "rel_err_vs_grouped": rel_err})
-            print(f"{name} T={n_tokens}: grouped {t_grouped} kernel {t_kernel} rel_err {rel_err:.2e}", flush=True)
-            del args
-            xp.get_default_memory_pool().free_all_blocks()
+    for fields, args in moe_cases(np.float16):
+        rel_err = max_relative_error(moe_ffn_grouped_kernel(*args), moe_ffn_grouped(*args))
+        t_grouped = benchmark(lambda a=args: moe_ffn_grouped(*a), warmup=3, repeat=10)
+        t_kernel = benchmark(lambda a=args: moe_ffn_grouped_kernel(*a), warmup=3, repeat=10)
+        rows.append({**fields, "grouped_seconds": t_grouped.median, "grouped_kernel_seconds": t_kernel.median,
+                     "rel_err_vs_grouped": rel_err})
+        print(f"{fields['layer']} T={fields['n_tokens']}: grouped {t_grouped} kernel {t_kernel} "
+              f"rel_err {rel_err:.2e}", flush=True)
+        del args  # the last reference: moe_cases frees the device memory before the next layer
     return rows
 
 
@@ -143,8 +143,7 @@ def batched_vs_2d_rows() -> list[dict]:
                 xp.matmul(buf[e], w[e], out=out[e])
             return out
 
-        expected = asnumpy(xp.matmul(buf, w)).astype(np.float64)
-        rel_err = float(np.abs(asnumpy(two_d()) - expected).max() / np.abs(expected).max())
+        rel_err = max_relative_error(two_d(), xp.matmul(buf, w))
         flush = L2_FLUSH_BYTES
         t_batched = benchmark(lambda buf=buf, w=w, out=out: xp.matmul(buf, w, out=out), warmup=3, repeat=10,
                               flush_bytes=flush)
