@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import sys
@@ -337,10 +338,8 @@ def fused() -> dict:
     configs += [("softmax_rows_persistent", threads, bps, st) for threads, bps in ((256, 2), (256, 4), (512, 2),
                                                                                    (1024, 1)) for st in (False, True)]
     for kernel, threads, blocks, streaming in tqdm(configs, desc="softmax variants", leave=False):
-        if kernel == "softmax_rows":
-            run = lambda t=threads, b=blocks, s=streaming: memory.softmax_rows(x, t, min_blocks=b, streaming=s)  # noqa: E731
-        else:
-            run = lambda t=threads, b=blocks, s=streaming: memory.softmax_rows_persistent(x, t, b, streaming=s)  # noqa: E731
+        # the third argument is min_blocks for softmax_rows, blocks_per_sm for the persistent kernel
+        run = functools.partial(getattr(memory, kernel), x, threads, blocks, streaming=streaming)
         v_err = rel_err(backend.asnumpy(run())[sample], memory.softmax_reference(x_host[sample]))
         t = timed(run, repeat=100, flush=True)
         variants.append({"kernel": kernel, "threads": threads, "blocks": blocks, "streaming": streaming,
