@@ -40,7 +40,7 @@ test-notebooks: $(VENV)/.course-test
 
 # The whole suite with the CuPy backend forced: fails loudly where no GPU can run it.
 # On a machine whose Python already has the stack (an offline GPU server), skip the venv:
-#   make test-gpu SYSTEM_PYTHON=python3 [GPU_TESTS="notebooks/00_start_here.ipynb tests/test_backend.py"]
+#   make test-gpu SYSTEM_PYTHON=python3 [GPU_TESTS="notebooks/00_start_here.ipynb tests/floor/test_backend.py"]
 GPU_TESTS ?= tests notebooks
 ifdef SYSTEM_PYTHON
 GPU_PY   := $(SYSTEM_PYTHON)

@@ -20,7 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mlsys_lab import backend
-from mlsys_lab.kernels import loops as gpu
+from mlsys_lab.kernels.loops import launchers as gpu
 from mlsys_lab.timing import benchmark
 
 

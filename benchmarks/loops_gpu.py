@@ -16,7 +16,7 @@ import platform
 import numpy as np
 
 from mlsys_lab import backend
-from mlsys_lab.kernels import loops as gpu
+from mlsys_lab.kernels.loops import launchers as gpu
 from mlsys_lab.timing import benchmark
 
 

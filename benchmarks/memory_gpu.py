@@ -27,7 +27,9 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from mlsys_lab import backend  # noqa: E402
-from mlsys_lab.kernels import littles_law, matmul, memory  # noqa: E402
+from mlsys_lab.kernels.memory_hierarchy import sgemm as matmul
+from mlsys_lab.kernels.memory_hierarchy import spaces as memory  # noqa: E402
+from mlsys_lab.kernels.roofline import littles_law
 from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark  # noqa: E402
 
 RNG = np.random.default_rng()  # fresh inputs on every run

@@ -20,14 +20,14 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.backend import asnumpy, xp
-from mlsys_lab.moe_kernels import (
+from mlsys_lab.kernels.moe.expert_ffn import (
     expert_slots,
     moe_ffn_grouped,
     moe_ffn_grouped_kernel,
     moe_ffn_loop,
     moe_ffn_padded_batched,
 )
-from mlsys_lab.peft_finetune import inference_variants
+from mlsys_lab.peft.finetune import inference_variants
 from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark
 
 MOE_LAYERS = {  # name: (n_experts, top_k, d_model, d_ff)

@@ -16,8 +16,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from mlsys_lab import backend
-from mlsys_lab.graph import measure
 from mlsys_lab.hardware import cpu_model
+from mlsys_lab.operators import measure
 
 DATA = Path(__file__).resolve().parents[1] / "mlsys_lab" / "data"
 

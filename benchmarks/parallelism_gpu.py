@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from mlsys_lab import backend
-from mlsys_lab.parallel.tp import time_mlp_shards
+from mlsys_lab.parallelism.tp import time_mlp_shards
 
 HIDDEN, TOKENS, DEGREES = 12288, 2048, (1, 2, 4, 8, 16, 32, 64)
 

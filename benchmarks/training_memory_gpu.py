@@ -16,11 +16,16 @@ import numpy as np
 from tqdm import tqdm
 
 from mlsys_lab import backend
-from mlsys_lab.checkpointing import forward_backward
-from mlsys_lab.memory import measure_peak_bytes, mlp_step_bytes
-from mlsys_lab.quantize import int8_weight_matmul, int8_weight_matmul_reference, quantize, relative_error
 from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark
-from mlsys_lab.training import Adam, make_mlp, train_step
+from mlsys_lab.training_memory.accounting import measure_peak_bytes, mlp_step_bytes
+from mlsys_lab.training_memory.quantize import (
+    int8_weight_matmul,
+    int8_weight_matmul_reference,
+    quantize,
+    relative_error,
+)
+from mlsys_lab.training_memory.recompute import forward_backward
+from mlsys_lab.training_memory.training import Adam, make_mlp, train_step
 
 OUT = Path(__file__).resolve().parents[1] / "mlsys_lab" / "data" / "training_memory_gpu.json"
 

@@ -175,13 +175,9 @@ def links_of(hw: Hardware) -> dict[str, float]:
 
 def recorded_probe(name: str = "probe_h200") -> Hardware:
     """A probe recorded on another machine (``mlsys_lab/data/<name>.json``), as a Hardware record."""
-    import json
-    from pathlib import Path
+    from mlsys_lab import records
 
-    path = Path(__file__).with_name("data") / f"{name}.json"
-    if not path.exists():
-        raise ValueError(f"name must be a recorded probe in {path.parent}; no {path.name} there")
-    record = json.loads(path.read_text())
+    record = records.load(name)
     return Hardware(name=f"{record['device'].split(' (')[0]}, measured {record['date']}",
                     peak_flop_per_s=record["peak_flop_per_s"],
                     memory_bandwidth_bytes_per_s=record["memory_bandwidth_bytes_per_s"],

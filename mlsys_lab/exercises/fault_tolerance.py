@@ -13,8 +13,8 @@ from typing import Callable
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
-from mlsys_lab.fault import DAY, HOUR, expected_goodput
-from mlsys_lab.fault_checkpoint import chunks_of, write_atomic
+from mlsys_lab.fault_tolerance.checkpoint_io import chunks_of, write_atomic
+from mlsys_lab.fault_tolerance.reliability import DAY, HOUR, expected_goodput
 
 
 def reference_checkpoint_interval(n_gpus: int, gpu_mttf_hours: float, checkpoint_seconds: float) -> float:

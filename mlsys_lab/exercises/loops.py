@@ -1,4 +1,4 @@
-"""Checks for the exercises of 02_loop_transformations."""
+"""Checks for the exercises of 02_loops."""
 
 from __future__ import annotations
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsys_lab import ops
 from mlsys_lab.exercises import Case, check, rng
-from mlsys_lab.graph import functional as F
-from mlsys_lab.graph.ir import FUSABLE, Graph, trace
-from mlsys_lab.graph.memory import (
+from mlsys_lab.operators import cost as ops
+from mlsys_lab.operators import functional as F
+from mlsys_lab.operators.ir import FUSABLE, Graph, trace
+from mlsys_lab.operators.memory_plan import (
     Interval,
     arena_bytes,
     liveness,

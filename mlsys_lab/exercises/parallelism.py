@@ -6,11 +6,11 @@ import numpy as np
 
 from mlsys_lab.backend import asnumpy, xp
 from mlsys_lab.exercises import Case, check, rng
-from mlsys_lab.parallel import comm
-from mlsys_lab.parallel.model import mlp
-from mlsys_lab.parallel.pp import pipeline_bubble_fraction, simulate_schedule
-from mlsys_lab.parallel.timeline import stream_idle_fraction
-from mlsys_lab.parallel.zero import zero_memory_per_gpu
+from mlsys_lab.parallelism import comm
+from mlsys_lab.parallelism.model import mlp
+from mlsys_lab.parallelism.pp import pipeline_bubble_fraction, simulate_schedule
+from mlsys_lab.parallelism.timeline import stream_idle_fraction
+from mlsys_lab.parallelism.zero import zero_memory_per_gpu
 
 
 def check_zero_memory(fn) -> None:

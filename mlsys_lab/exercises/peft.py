@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
-from mlsys_lab.peft import lora_params_for_shapes
+from mlsys_lab.peft.accounting import lora_params_for_shapes
 
 
 def reference_lora_forward(x: np.ndarray, w: np.ndarray, a: np.ndarray, b: np.ndarray,

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsys_lab.diffmodes import numerical_gradient
 from mlsys_lab.exercises import Case, check, rng
-from mlsys_lab.memory import training_memory_bytes, transformer_layer_activation_bytes, transformer_params
-from mlsys_lab.quantize import dequantize, quantize, relative_error
+from mlsys_lab.training_memory.accounting import (
+    training_memory_bytes,
+    transformer_layer_activation_bytes,
+    transformer_params,
+)
+from mlsys_lab.training_memory.diff_modes import numerical_gradient
+from mlsys_lab.training_memory.quantize import dequantize, quantize, relative_error
 
 
 def reference_layer_norm_backward(x: np.ndarray, grad_out: np.ndarray, eps: float = 1e-5) -> np.ndarray:

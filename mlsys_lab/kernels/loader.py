@@ -1,7 +1,7 @@
-"""Compile the ``.cu`` files next to this module with ``cupy.RawModule``, once per process.
+"""Compile the ``.cu`` files of ``kernels/<slug>/`` with ``cupy.RawModule``, once per process.
 
     from mlsys_lab.kernels.loader import kernel
-    add = kernel("memory_global.cu", "copy_float4")      # a cupy.RawKernel
+    copy = kernel("memory_hierarchy/global.cu", "copy_float4")      # a cupy.RawKernel
     add((blocks,), (threads,), (x, y, n))
 
 Kernels are declared ``extern "C"`` so that their names are not mangled. Compile-time constants
@@ -33,13 +33,17 @@ def require_gpu(what: str = "this kernel") -> None:
                              "Use the NumPy reference, or the figures recorded on a GPU in mlsys_lab/data/.")
 
 
+def sources() -> list[str]:
+    """Every kernel source, as ``"<slug>/<name>.cu"`` paths relative to this folder."""
+    return sorted(p.relative_to(KERNEL_DIR).as_posix() for p in KERNEL_DIR.glob("*/*.cu"))
+
+
 def source_path(file_name: str) -> Path:
-    """Path of a ``.cu`` file in this folder; ValueError listing the files when it is not there."""
-    path = KERNEL_DIR / file_name
-    if path.suffix != ".cu" or not path.is_file():
-        available = ", ".join(sorted(p.name for p in KERNEL_DIR.glob("*.cu")))
+    """Path of ``"<slug>/<name>.cu"`` under this folder; ValueError listing the sources when it is not one."""
+    if file_name not in sources():
+        available = ", ".join(sources())
         raise ValueError(f"file_name must be one of the kernel sources ({available}); got {file_name!r}")
-    return path
+    return KERNEL_DIR / file_name
 
 
 def read_source(file_name: str) -> str:
@@ -66,7 +70,7 @@ def module(file_name: str, defines: dict | None = None, options: tuple[str, ...]
     """
     require_gpu(file_name)
     options = define_options(defines) + tuple(options)
-    return _module(source_path(file_name).name, options, tuple(name_expressions))
+    return _module(source_path(file_name).relative_to(KERNEL_DIR).as_posix(), options, tuple(name_expressions))
 
 
 def kernel(file_name: str, kernel_name: str, defines: dict | None = None, options: tuple[str, ...] = ()):

@@ -38,13 +38,4 @@ def compare(name: str, before: Callable[[], object], after: Callable[[], object]
                       benchmark(after, warmup=1, repeat=repeat).median)
 
 
-def load_record(file_name: str) -> dict:
-    """A recorded benchmark run from ``mlsys_lab/data`` (``loops_cpu.json``, ``loops_gpu.json``)."""
-    import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "data" / file_name
-    if not path.is_file():
-        raise ValueError(f"file_name must name a recorded run in {path.parent}; {file_name!r} is not there "
-                         "(run the script in benchmarks/ that writes it)")
-    return json.loads(path.read_text())

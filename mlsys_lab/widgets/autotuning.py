@@ -7,7 +7,7 @@ import functools
 import ipywidgets as widgets
 import numpy as np
 
-from mlsys_lab import autotune
+from mlsys_lab.autotuning import search as autotune
 from mlsys_lab.validation import check_choice, check_int
 from mlsys_lab.widgets.base import Explorer, slider
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
-from mlsys_lab.fault import (
+from mlsys_lab.fault_tolerance.reliability import (
     DAY,
     cluster_mttf,
     daly_interval,
@@ -15,8 +15,8 @@ from mlsys_lab.fault import (
     optimal_interval,
     young_daly_interval,
 )
-from mlsys_lab.fault_sim import simulate_goodput
-from mlsys_lab.fault_storage import burst_write_seconds, checkpoint_bytes, tiered_checkpoint
+from mlsys_lab.fault_tolerance.simulate import simulate_goodput
+from mlsys_lab.fault_tolerance.storage import burst_write_seconds, checkpoint_bytes, tiered_checkpoint
 from mlsys_lab.validation import check_int
 from mlsys_lab.widgets.base import Explorer, log_slider
 

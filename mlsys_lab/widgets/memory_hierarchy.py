@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import ipywidgets as widgets
 import numpy as np
 
-from mlsys_lab import simt
+from mlsys_lab.memory_hierarchy import simt
 from mlsys_lab.widgets.base import Explorer, slider
 
 SPACES = ("global (32-byte sectors)", "shared (32 banks)")

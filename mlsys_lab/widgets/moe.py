@@ -6,14 +6,14 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 
 from mlsys_lab.backend import asnumpy, xp
-from mlsys_lab.moe import (
+from mlsys_lab.moe.gating import (
     assign_with_capacity,
     expert_capacity,
     gates_dense,
     load_balancing_loss,
     top_k_gating,
 )
-from mlsys_lab.tinynet import softmax
+from mlsys_lab.nn import softmax
 from mlsys_lab.validation import check_int
 from mlsys_lab.widgets.base import Explorer, slider
 

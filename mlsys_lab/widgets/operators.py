@@ -6,10 +6,10 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.axes import Axes
 
-from mlsys_lab import ops
-from mlsys_lab.graph import PIPELINE, Graph, layout, trace
-from mlsys_lab.graph.memory import liveness, lower_bound_bytes
 from mlsys_lab.hardware import PRESETS
+from mlsys_lab.operators import PIPELINE, Graph, layout, trace
+from mlsys_lab.operators import cost as ops
+from mlsys_lab.operators.memory_plan import liveness, lower_bound_bytes
 from mlsys_lab.timing import format_seconds
 from mlsys_lab.widgets.base import Explorer
 
@@ -107,7 +107,7 @@ class OperatorExplorer(Explorer):
 def draw_graph(ax: Axes, graph: Graph, title: str = "") -> None:
     """Draw ``graph`` top to bottom: a box per tensor, coloured by operator class, arrows for data flow."""
     positions = layout(graph)
-    from mlsys_lab.graph.ir import OP_CLASS
+    from mlsys_lab.operators.ir import OP_CLASS
 
     for node in graph.nodes:
         if node.name not in positions:
@@ -147,11 +147,11 @@ def draw_graph(ax: Axes, graph: Graph, title: str = "") -> None:
 
 PROGRAMS = {
     "elementwise chain": (
-        "mlsys_lab.graph.measure",
+        "mlsys_lab.operators.measure",
         "elementwise_chain",
         [(256, 1024), (256, 1024), (1024,)],
     ),
-    "attention": ("mlsys_lab.graph.measure", "attention_block", [(4, 256, 64)] * 3),
+    "attention": ("mlsys_lab.operators.measure", "attention_block", [(4, 256, 64)] * 3),
 }
 
 
@@ -228,7 +228,7 @@ def plot_fusion_sweep(ax: Axes, records: list[dict], title: str) -> None:
 def plot_live_bytes(ax: Axes, graphs: dict[str, Graph]) -> None:
     """Live tensor bytes at each step of each graph's order (the area under the curve is
     what a plan packs)."""
-    from mlsys_lab.graph.memory import live_bytes_per_step
+    from mlsys_lab.operators.memory_plan import live_bytes_per_step
 
     for label, graph in graphs.items():
         live = live_bytes_per_step(liveness(graph))

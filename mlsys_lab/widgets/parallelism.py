@@ -10,11 +10,11 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from mlsys_lab.hardware import A100_80GB, H200
-from mlsys_lab.parallel.dp import ddp_timeline
-from mlsys_lab.parallel.planner import ClusterSpec, ModelSpec, rank_plans
-from mlsys_lab.parallel.pp import peak_stashed_microbatches, pipeline_bubble_fraction, simulate_schedule
-from mlsys_lab.parallel.timeline import Event, stream_idle_fraction, timeline_summary
-from mlsys_lab.parallel.zero import zero_communication_bytes, zero_memory_breakdown, zero_memory_per_gpu
+from mlsys_lab.parallelism.dp import ddp_timeline
+from mlsys_lab.parallelism.planner import ClusterSpec, ModelSpec, rank_plans
+from mlsys_lab.parallelism.pp import peak_stashed_microbatches, pipeline_bubble_fraction, simulate_schedule
+from mlsys_lab.parallelism.timeline import Event, stream_idle_fraction, timeline_summary
+from mlsys_lab.parallelism.zero import zero_communication_bytes, zero_memory_breakdown, zero_memory_per_gpu
 from mlsys_lab.widgets.base import Explorer, log_slider, slider
 
 FORWARD_RGB, BACKWARD_RGB, COMM_RGB = (0.27, 0.51, 0.71), (0.90, 0.49, 0.13), (0.58, 0.40, 0.74)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from mlsys_lab.peft import BASE_BITS, MODELS, full_finetune_bytes, lora_finetune_bytes, lora_params_for_model
+from mlsys_lab.peft.accounting import BASE_BITS, MODELS, full_finetune_bytes, lora_finetune_bytes, lora_params_for_model
 from mlsys_lab.widgets.base import Explorer, slider
 
 TARGET_SETS = {"q, v": ("q", "v"), "q, k, v, o": ("q", "k", "v", "o"), "all linear layers": None}

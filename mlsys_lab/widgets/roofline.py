@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import ipywidgets as widgets
 import numpy as np
 
-from mlsys_lab import roofline
 from mlsys_lab.hardware import PRESETS, Hardware
+from mlsys_lab.roofline import model as roofline
 from mlsys_lab.timing import format_seconds
 from mlsys_lab.widgets.base import Explorer, log_slider
 

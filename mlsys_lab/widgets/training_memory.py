@@ -6,7 +6,7 @@ import ipywidgets as widgets
 import numpy as np
 
 from mlsys_lab.hardware import H100_SXM, H200
-from mlsys_lab.memory import (
+from mlsys_lab.training_memory.accounting import (
     OPTIMIZERS,
     PRECISIONS,
     RECOMPUTE,

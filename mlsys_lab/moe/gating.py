@@ -1,0 +1,183 @@
+"""Mixture-of-experts routing: gates, top-k, capacity and overflow, and the load-balancing loss.
+
+y(x) = Σᵢ G(x)ᵢ · Eᵢ(x) over n experts; only experts with G(x)ᵢ ≠ 0 are computed.
+
+* Softmax gate: G(x) = softmax(x W_g) (dense: every expert runs).
+* Top-k gate (Shazeer et al. 2017, eq. 3–5): G(x) = softmax(KeepTopK(H(x), k)), with the noisy
+  logits H(x)ᵢ = (x W_g)ᵢ + N(0, 1) · softplus((x W_noise)ᵢ) during training.
+* Capacity (Switch Transformer, Fedus et al. 2022, eq. 3; GShard, Lepikhin et al. 2020):
+  each expert takes at most ⌈k · tokens / n_experts · capacity_factor⌉ tokens; the rest overflow,
+  skip the expert and pass through the residual connection unchanged.
+* Auxiliary loss (Switch, eq. 4): α · N · Σᵢ fᵢ · Pᵢ, fᵢ the fraction of routed tokens sent to i,
+  Pᵢ the mean router probability for i; it equals α under perfectly uniform routing.
+
+Arrays are ``xp`` or NumPy arrays: logits (T, n), indices and weights (T, k).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mlsys_lab.backend import module_of, xp
+from mlsys_lab.nn import softmax
+from mlsys_lab.validation import check_int, check_number, check_positive
+
+
+def top_k_gating(logits, k: int):
+    """(indices (T, k), weights (T, k)): the k largest logits per token, renormalised by a softmax over them.
+
+    Indices are ordered best first. Softmax over the kept logits equals softmax(KeepTopK(H, k)) of
+    Shazeer et al., where dropped logits are set to −∞.
+    """
+    n_experts = logits.shape[-1]
+    check_int("k", k, low=1, high=n_experts)
+    order = xp.argsort(-logits, axis=-1)[:, :k]                                # (T, k), best first
+    kept = xp.take_along_axis(logits, order, axis=-1)
+    return order, softmax(kept)
+
+
+def noisy_logits(x, w_gate, w_noise, rng: np.random.Generator):
+    """H(x) = x W_g + ε · softplus(x W_noise), ε ~ N(0, 1) per token and expert (Shazeer et al. eq. 4)."""
+    clean, raw_noise = x @ w_gate, x @ w_noise
+    eps = xp.asarray(rng.standard_normal(clean.shape).astype(np.float32))
+    return clean + eps * xp.logaddexp(0, raw_noise)  # softplus(z) = log(1 + e^z)
+
+
+def gates_dense(indices, weights, n_experts: int):
+    """Scatter (T, k) indices and weights into the (T, n) gate matrix G(x), zeros elsewhere."""
+    gates = xp.zeros((indices.shape[0], n_experts), dtype=weights.dtype)
+    gates[xp.arange(indices.shape[0])[:, None], indices] = weights
+    return gates
+
+
+def expert_capacity(n_tokens: int, n_experts: int, capacity_factor: float, top_k: int = 1) -> int:
+    """Tokens one expert may take: ⌈top_k · n_tokens / n_experts · capacity_factor⌉.
+
+    Switch Transformer eq. 3 with top_k = 1; GShard's 2N/E with top_k = 2 and factor 1.
+    """
+    check_int("n_tokens", n_tokens, low=1)
+    check_int("n_experts", n_experts, low=1)
+    check_positive("capacity_factor", capacity_factor)
+    check_int("top_k", top_k, low=1, high=n_experts)
+    # round first so that 1.25 * 64 / 8 * ... does not become 10.000000001 -> 11
+    return int(math.ceil(round(top_k * n_tokens * capacity_factor / n_experts, 9)))
+
+
+def assign_with_capacity(indices, n_experts: int, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """Which routed (token, choice) pairs an expert accepts, in GShard/Switch priority order.
+
+    All first choices are placed before any second choice; within one choice level, earlier tokens
+    first. Returns (kept (T, k) bool, slot (T, k) int: the position in the expert's buffer, −1 if dropped).
+    Runs on NumPy (a cumulative count per expert).
+    """
+    idx = np.asarray(indices if isinstance(indices, np.ndarray) else xp.asnumpy(indices))
+    check_int("capacity", capacity, low=0)
+    n_tokens, k = idx.shape
+    if idx.size and (idx.min() < 0 or idx.max() >= n_experts):
+        raise ValueError(f"indices must lie in [0, {n_experts - 1}] for n_experts={n_experts}")
+    order = idx.T.reshape(-1)                                   # choice-major: all 1st choices first
+    onehot = order[:, None] == np.arange(n_experts)[None, :]    # (k·T, n)
+    position = (np.cumsum(onehot, axis=0) - 1)[np.arange(order.size), order]
+    slot = position.reshape(k, n_tokens).T
+    kept = slot < capacity
+    return kept, np.where(kept, slot, -1)
+
+
+def drop_fraction(indices, n_experts: int, capacity_factor: float) -> float:
+    """Fraction of routed (token, choice) pairs that overflow at ``capacity_factor``."""
+    n_tokens, k = indices.shape
+    cap = expert_capacity(n_tokens, n_experts, capacity_factor, k)
+    kept, _ = assign_with_capacity(indices, n_experts, cap)
+    return float(1.0 - kept.mean())
+
+
+def gshard_second_expert_mask(weights, rng: np.random.Generator) -> np.ndarray:
+    """GShard's random routing (Lepikhin et al. 2020, Algorithm 1): keep expert 2 with prob. min(1, 2·g₂).
+
+    ``weights`` (T, 2) are the top-2 gates normalised to g₁ + g₂ = 1. A token whose second gate is
+    small is usually sent to its first expert only, saving capacity. Returns a (T, 2) bool mask.
+    """
+    w = np.asarray(weights if isinstance(weights, np.ndarray) else xp.asnumpy(weights))
+    if w.ndim != 2 or w.shape[1] != 2:
+        raise ValueError(f"weights must have shape (n_tokens, 2); got {w.shape}")
+    g2 = w[:, 1] / w.sum(axis=1)
+    keep_second = rng.uniform(size=g2.shape) < 2 * g2
+    return np.stack([np.ones_like(keep_second), keep_second], axis=1)
+
+
+def expert_fractions(expert_indices, n_experts: int):
+    """fᵢ: the fraction of routed (token, choice) pairs that go to expert i (sums to 1)."""
+    flat = expert_indices.reshape(-1)
+    return module_of(flat).bincount(flat, minlength=n_experts)[:n_experts] / flat.size
+
+
+def load_balancing_loss(router_probs, expert_indices) -> float:
+    """Switch Transformer's auxiliary loss without α: N · Σᵢ fᵢ · Pᵢ.
+
+    ``router_probs`` (T, N): softmax of the router logits; ``expert_indices`` (T,) or (T, k): the chosen
+    experts. Pᵢ = mean over tokens of router_probs[:, i]. Equals 1 when routing and probabilities are
+    uniform, and up to N when every token goes to one expert with probability 1.
+    """
+    n_tokens, n_experts = router_probs.shape
+    idx = expert_indices.reshape(n_tokens, -1)
+    f = expert_fractions(idx, n_experts)
+    p_mean = router_probs.mean(axis=0)
+    return float(n_experts * (f * p_mean).sum())
+
+
+def load_balancing_grad(router_probs, expert_indices):
+    """d(N · Σ fᵢ Pᵢ) / d router_probs: N · fᵢ / T in every row (f is a count, it carries no gradient)."""
+    n_tokens, n_experts = router_probs.shape
+    f = expert_fractions(expert_indices.reshape(n_tokens, -1), n_experts)
+    return module_of(router_probs).broadcast_to(n_experts * f / n_tokens, router_probs.shape).astype(router_probs.dtype)
+
+
+def coefficient_of_variation(load) -> float:
+    """std / mean of per-expert load: 0 when balanced (used by Shazeer et al.'s importance loss)."""
+    load = np.asarray(load, dtype=float)
+    check_number("mean load", float(load.mean()), low=0, low_inclusive=False)
+    return float(load.std() / load.mean())
+
+
+# --- serving: what expert parallelism does to weight traffic and memory ---------------------------
+def expected_active_experts(n_tokens: int, n_experts: int, top_k: int) -> float:
+    """Expected number of distinct experts that ``n_tokens`` tokens activate with uniform top-k routing:
+    n · (1 − (1 − k/n)^T). One token: k; many tokens: all n."""
+    check_int("n_tokens", n_tokens, low=0)
+    check_int("n_experts", n_experts, low=1)
+    check_int("top_k", top_k, low=1, high=n_experts)
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** n_tokens)
+
+
+def expert_bytes_per_token(batch_per_device: int, n_devices: int, n_experts: int, top_k: int,
+                           expert_bytes: float, expert_parallel: bool) -> float:
+    """Expert-weight bytes one decode step reads per generated token, per device.
+
+    Replicated experts (data parallel): each device reads every expert its own ``batch_per_device`` tokens
+    activate. Expert parallel: each device holds n_experts / n_devices experts, the all-to-all gathers to it
+    every token (from all devices) routed to them, and it reads each of its active experts once for that
+    whole group: the "same path, one batch" grouping that makes the effective batch per expert n_devices
+    times larger (DeepSpeed-MoE inference, Rajbhandari et al. 2022)."""
+    check_int("batch_per_device", batch_per_device, low=1)
+    check_int("n_devices", n_devices, low=1)
+    check_number("expert_bytes", expert_bytes, low=0)
+    if not expert_parallel:
+        return expected_active_experts(batch_per_device, n_experts, top_k) * expert_bytes / batch_per_device
+    if n_experts % n_devices:
+        raise ValueError(f"n_experts must be divisible by n_devices={n_devices}; got {n_experts}")
+    # the whole group's tokens activate experts uniformly; this device holds 1/n_devices of them
+    active_local = expected_active_experts(batch_per_device * n_devices, n_experts, top_k) / n_devices
+    return active_local * expert_bytes / batch_per_device
+
+
+def expert_memory_per_device(dense_bytes: float, expert_bytes: float, n_experts: int, n_devices: int) -> float:
+    """Weight bytes one device holds with expert parallelism: the dense layers (replicated) plus
+    n_experts / n_devices experts (GShard: each device stores 1/n of the experts)."""
+    check_number("dense_bytes", dense_bytes, low=0)
+    check_number("expert_bytes", expert_bytes, low=0)
+    check_int("n_devices", n_devices, low=1)
+    if check_int("n_experts", n_experts, low=1) % n_devices:
+        raise ValueError(f"n_experts must be divisible by n_devices={n_devices}; got {n_experts}")
+    return dense_bytes + expert_bytes * n_experts / n_devices

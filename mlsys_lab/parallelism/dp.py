@@ -1,0 +1,81 @@
+"""Data parallelism (DP / PyTorch DDP): replicate the model, partition the batch, all-reduce gradients.
+
+Each of ``n`` ranks holds a full replica (the notes' *replication*) and a slice of ``b/n`` samples
+(*partitioning*). With the loss a mean over samples and equal slices, the full-batch gradient is
+the mean of the local ones:
+
+    ∇L(θ) = (1/n) Σ_r ∇L_r(θ)          one all-reduce of Ψ gradient elements per step
+
+PyTorch DDP (Li et al., VLDB 2020) groups gradients into ~25 MB *buckets* and starts a bucket's
+all-reduce as soon as backward has produced it, overlapping communication with the rest of
+backward; :func:`ddp_timeline` simulates that overlap.
+"""
+
+from __future__ import annotations
+
+from mlsys_lab.parallelism import comm
+from mlsys_lab.parallelism.model import loss_and_grads
+from mlsys_lab.parallelism.timeline import Event, ring_all_reduce_seconds
+from mlsys_lab.validation import check_int, check_number, check_positive
+
+
+def data_parallel_grads(x, target, blocks: list[dict], head_dim: int, n_ranks: int,
+                        log: comm.CommLog | None = None):
+    """Loss and gradients of a DP step over ``n_ranks`` simulated ranks.
+
+    x, target: (b, s, d) with ``n_ranks`` dividing b. Returns (mean loss, gradients of rank 0),
+    which after the all-reduce are the same on every rank and equal the single-device ones.
+    """
+    n_ranks = check_int("n_ranks", n_ranks, low=1)
+    if x.shape[0] % n_ranks:
+        raise ValueError(f"n_ranks must divide the batch size {x.shape[0]}; got {n_ranks}")
+    xs, ts = comm.partition(x, n_ranks), comm.partition(target, n_ranks)   # n × (b/n, s, d)
+    replicas = [blocks for _ in range(n_ranks)]  # replicated: every rank reads the same weights
+    local = [loss_and_grads(xs[r], ts[r], replicas[r], head_dim) for r in range(n_ranks)]
+    grads = []
+    for i, block in enumerate(blocks):
+        reduced = {}
+        for name in block:
+            summed = comm.all_reduce([local[r][1][i][name] for r in range(n_ranks)], log)
+            reduced[name] = summed[0] / n_ranks
+        grads.append(reduced)
+    loss = sum(loss_r for loss_r, _ in local) / n_ranks
+    return loss, grads
+
+
+def ddp_timeline(layer_backward_seconds, layer_grad_bytes, bucket_bytes: float, n_ranks: int,
+                 bandwidth_bytes_per_s: float, latency_s: float = 5e-6, overlap: bool = True) -> list[Event]:
+    """Backward pass with bucketed gradient all-reduce (DDP), as events on two streams.
+
+    Backward visits layers last to first; layer i's gradient (``layer_grad_bytes[i]``) is ready
+    when its backward (``layer_backward_seconds[i]``) ends. Gradients fill a bucket in that order;
+    a full bucket (or the last one) is all-reduced on the "comm" stream, one bucket at a time,
+    taking :func:`~mlsys_lab.parallelism.timeline.ring_all_reduce_seconds`. With ``overlap=False``
+    every all-reduce waits for the end of backward (no overlap, one big bucket's worth of waiting).
+    """
+    n_layers = len(layer_backward_seconds)
+    if n_layers < 1 or len(layer_grad_bytes) != n_layers:
+        raise ValueError("layer_backward_seconds and layer_grad_bytes must be equal-length, non-empty; got "
+                         f"{n_layers} and {len(layer_grad_bytes)}")
+    bucket_bytes = check_positive("bucket_bytes", bucket_bytes)
+    n_ranks = check_int("n_ranks", n_ranks, low=1)
+    bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    latency_s = check_number("latency_s", latency_s, low=0.0)
+    events, clock, ready_buckets, filled, names = [], 0.0, [], 0.0, []
+    for i in reversed(range(n_layers)):
+        seconds = check_number(f"layer_backward_seconds[{i}]", layer_backward_seconds[i], low=0.0)
+        events.append(Event("compute", clock, clock + seconds, f"bwd L{i}", "backward"))
+        clock += seconds
+        filled += layer_grad_bytes[i]
+        names.append(f"L{i}")
+        if filled >= bucket_bytes or i == 0:
+            ready_buckets.append((clock, filled, names))
+            filled, names = 0.0, []
+    comm_free = 0.0
+    backward_end = clock
+    for ready_s, n_bytes, layer_names in ready_buckets:
+        start = max(comm_free, ready_s if overlap else backward_end)
+        end = start + ring_all_reduce_seconds(n_bytes, n_ranks, bandwidth_bytes_per_s, latency_s)
+        events.append(Event("comm", start, end, "all-reduce " + ",".join(layer_names), "all_reduce"))
+        comm_free = end
+    return events

@@ -1,0 +1,225 @@
+"""A 3D-parallel planner: enumerate DP × TP × PP (× ZeRO stage, micro-batch size), estimate, rank.
+
+Cost model (each term from the paper named beside it):
+
+* parameters  Ψ = 12·l·h² (1 + 13/(12h) + (V+s)/(12·l·h))            Narayanan et al. 2021, §5.1
+* FLOPs/step  F = 96·B·s·l·h² (1 + s/(6h) + V/(16·l·h))  with recompute (72·… and V/(12lh) without)
+* model states per GPU: ZeRO formulas on Ψ/(t·p) over the d data-parallel ranks  (Rajbhandari 2020)
+* activations per layer and micro-batch, bytes: s·b·h·(10 + 24/t + 5·a·s/(h·t)); with full
+  recomputation only the layer input, 2·s·b·h, is kept            (Korthikanti et al. 2022, Table 2);
+  a 1F1B stage holds min(p, m) micro-batches of its l/p layers.
+* time per step  T = (m + p − 1)·(t_compute + t_tp + t_p2p) + t_dp   with per-micro-batch-stage times:
+  t_compute = F / (n · peak · efficiency · m);  t_tp = (l/p) · k · ring all-reduce of 2·b·s·h bytes
+  (k = 4 all-reduces per layer, 6 with recompute: Megatron's f and g);  t_p2p = 2 sends of 2·b·s·h/t;
+  t_dp = ring all-reduce of 2·Ψ/(t·p) gradient bytes over d ranks (×1.5 at ZeRO-3), not overlapped.
+* bandwidth: ranks are numbered TP fastest, then DP, then PP (Megatron's order); a group whose
+  ranks fit in one node uses the intra-node link (NVLink), otherwise the per-GPU network share.
+
+``efficiency`` (achieved fraction of peak in the GEMMs) is the one free constant; the lesson fixes it
+on one published run and predicts the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from mlsys_lab.parallelism.timeline import ring_all_reduce_seconds
+from mlsys_lab.parallelism.zero import zero_memory_per_gpu
+from mlsys_lab.validation import check_divides, check_int, check_number, check_positive
+
+BYTES_PER_VALUE = 2  # fp16 / bf16 activations and gradients
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A GPT-style model: l layers, hidden h, a heads, sequence s, vocabulary V."""
+
+    n_layers: int
+    hidden: int
+    n_heads: int
+    seq_len: int = 2048
+    vocab: int = 51200
+    name: str = ""
+
+    @property
+    def n_params(self) -> float:
+        l, h, s, v = self.n_layers, self.hidden, self.seq_len, self.vocab
+        return 12 * l * h * h * (1 + 13 / (12 * h) + (v + s) / (12 * l * h))
+
+    def flops_per_step(self, global_batch: int, recompute: bool = True) -> float:
+        """Narayanan et al. 2021 eq. (3): matmul FLOPs per iteration (recompute adds a forward)."""
+        b, s, l, h, v = global_batch, self.seq_len, self.n_layers, self.hidden, self.vocab
+        if recompute:
+            return 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+        return 72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h))
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """n GPUs in nodes of g; per-GPU memory, peak FLOP/s and link bandwidths (bytes/s, each way)."""
+
+    n_gpus: int
+    gpus_per_node: int
+    memory_bytes: float
+    peak_flop_per_s: float
+    intra_node_bytes_per_s: float
+    inter_node_bytes_per_s: float
+    latency_s: float = 5e-6
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    dp: int
+    tp: int
+    pp: int
+    zero_stage: int = 0
+    micro_batch: int = 1
+    recompute: bool = True
+
+
+@dataclass(frozen=True)
+class Estimate:
+    plan: Plan
+    n_microbatches: int
+    memory_bytes: dict  # "model_states", "activations", "total"
+    seconds: dict  # "compute", "tp_comm", "p2p", "bubble", "dp_comm", "total"
+    flop_per_s_per_gpu: float  # F / (n · T), the figure Megatron-LM reports
+    fits: bool
+
+
+def _link(group_span: int, cluster: ClusterSpec) -> float:
+    inside = group_span <= cluster.gpus_per_node
+    return cluster.intra_node_bytes_per_s if inside else cluster.inter_node_bytes_per_s
+
+
+def estimate(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: int,
+             efficiency: float = 0.5) -> Estimate:
+    """Memory per GPU and step time of ``plan`` (see the module docstring for every term)."""
+    d, t, p = plan.dp, plan.tp, plan.pp
+    if d * t * p != cluster.n_gpus:
+        raise ValueError(f"dp·tp·pp must equal n_gpus={cluster.n_gpus}; got {d}·{t}·{p} = {d * t * p}")
+    check_divides("tp", t, of_name="n_heads", of_value=model.n_heads)
+    check_divides("pp", p, of_name="n_layers", of_value=model.n_layers)
+    check_int("zero_stage", plan.zero_stage, low=0, high=3)
+    efficiency = check_number("efficiency", efficiency, low=0.0, high=1.0, low_inclusive=False)
+    global_batch = check_int("global_batch", global_batch, low=1)
+    if global_batch % (d * plan.micro_batch):
+        raise ValueError(f"dp·micro_batch = {d * plan.micro_batch} must divide global_batch={global_batch}")
+    m = global_batch // (d * plan.micro_batch)
+    b, s, h, a, l = plan.micro_batch, model.seq_len, model.hidden, model.n_heads, model.n_layers
+    states = zero_memory_per_gpu(model.n_params / (t * p), d, plan.zero_stage)
+    per_layer_full = s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
+    per_layer = 2 * s * b * h if plan.recompute else per_layer_full
+    activations = (l / p) * min(p, m) * per_layer + (per_layer_full if plan.recompute else 0.0)
+    flops = model.flops_per_step(global_batch, plan.recompute)
+    t_compute = flops / (cluster.n_gpus * cluster.peak_flop_per_s * efficiency * m)
+    n_allreduce = 6 if plan.recompute else 4
+    act_bytes = BYTES_PER_VALUE * b * s * h
+    t_tp = (l / p) * n_allreduce * ring_all_reduce_seconds(act_bytes, t, _link(t, cluster), cluster.latency_s)
+    t_p2p = 0.0 if p == 1 else 2 * act_bytes / t / _link(t * d * p, cluster)
+    grad_bytes = BYTES_PER_VALUE * model.n_params / (t * p)
+    t_dp = ring_all_reduce_seconds(grad_bytes, d, _link(t * d, cluster), cluster.latency_s)
+    t_dp *= 1.5 if plan.zero_stage == 3 else 1.0
+    slot = t_compute + t_tp + t_p2p
+    total = (m + p - 1) * slot + t_dp
+    seconds = {"compute": m * t_compute, "tp_comm": m * t_tp, "p2p": m * t_p2p, "bubble": (p - 1) * slot,
+               "dp_comm": t_dp, "total": total}
+    memory = {"model_states": states, "activations": activations, "total": states + activations}
+    fits = memory["total"] <= cluster.memory_bytes
+    return Estimate(plan, m, memory, seconds, flops / (cluster.n_gpus * total), fits)
+
+
+def enumerate_plans(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
+                    micro_batches=(1, 2, 4, 8), zero_stages=(0, 1, 2, 3),
+                    recompute: bool = True) -> list[Plan]:
+    """Every valid (dp, tp, pp, zero stage, micro-batch) for the cluster (ZeRO-2/3 only with pp = 1)."""
+    n = check_int("n_gpus", cluster.n_gpus, low=1)
+    plans = []
+    for t in range(1, n + 1):
+        if n % t or model.n_heads % t:
+            continue
+        for p in range(1, n // t + 1):
+            if (n // t) % p or model.n_layers % p:
+                continue
+            d = n // (t * p)
+            for mb in micro_batches:
+                if global_batch % (d * mb):
+                    continue
+                for z in zero_stages:
+                    if z >= 2 and p > 1:
+                        continue
+                    plans.append(Plan(d, t, p, z, mb, recompute))
+    return plans
+
+
+def rank_plans(model: ModelSpec, cluster: ClusterSpec, global_batch: int, efficiency: float = 0.5,
+               **kwargs) -> list[Estimate]:
+    """Estimates of every plan that fits in memory, fastest first."""
+    estimates = [estimate(model, cluster, plan, global_batch, efficiency)
+                 for plan in enumerate_plans(model, cluster, global_batch, **kwargs)]
+    return sorted((e for e in estimates if e.fits), key=lambda e: e.seconds["total"])
+
+
+def calibrate_efficiency(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: int,
+                         measured_flop_per_s_per_gpu: float) -> float:
+    """The GEMM efficiency at which :func:`estimate` reproduces a measured FLOP/s per GPU (bisection)."""
+    target = check_positive("measured_flop_per_s_per_gpu", measured_flop_per_s_per_gpu)
+    low, high = 1e-4, 1.0
+    if estimate(model, cluster, plan, global_batch, high).flop_per_s_per_gpu < target:
+        raise ValueError("measured_flop_per_s_per_gpu is above what the model allows at efficiency 1")
+    for _ in range(60):
+        mid = (low + high) / 2
+        if estimate(model, cluster, plan, global_batch, mid).flop_per_s_per_gpu < target:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def with_gpus(cluster: ClusterSpec, n_gpus: int) -> ClusterSpec:
+    """The same cluster with another GPU count."""
+    return replace(cluster, n_gpus=check_int("n_gpus", n_gpus, low=1))
+
+
+# --- the published runs the planner is checked against ---------------------------------------
+def selene(n_gpus: int) -> ClusterSpec:
+    """NVIDIA Selene as in Megatron-LM 2021: DGX A100 80GB nodes of 8, 312 TFLOP/s fp16 dense,
+    NVLink 3 300 GB/s each way per GPU, 8 × HDR 200 Gb/s InfiniBand per node = 25 GB/s per GPU."""
+    return ClusterSpec(check_int("n_gpus", n_gpus, low=1), 8, 80e9, 312e12, 300e9, 25e9,
+                       name="Selene (A100)")
+
+
+def megatron_runs() -> list[dict]:
+    """Rows of Megatron-LM's Table 1 (Narayanan et al. 2021) from ``data/parallelism_megatron_2021.json``."""
+    from mlsys_lab import records
+
+    table = records.load("parallelism_megatron_2021")
+    return [dict(zip(table["columns"], row, strict=True)) for row in table["rows"]]
+
+
+def predict_megatron_runs(calibrate_on: int = 0, micro_batch: int = 1) -> list[dict]:
+    """Fix ``efficiency`` on run ``calibrate_on``, then predict every run's TFLOP/s per GPU.
+
+    Each run uses its published (t, p), d = n/(t·p), no ZeRO (the paper keeps full optimizer
+    states per data-parallel rank), activation recomputation, the non-interleaved 1F1B bubble and an
+    assumed micro-batch size (Table 1 does not list it). Returns rows with predicted and error.
+    """
+    runs = megatron_runs()
+
+    def parts(run):
+        name = f"GPT {run['params_billion']:g}B"
+        model = ModelSpec(run["n_layers"], run["hidden"], run["n_heads"], name=name)
+        plan = Plan(run["n_gpus"] // (run["tp"] * run["pp"]), run["tp"], run["pp"], 0, micro_batch, True)
+        return model, selene(run["n_gpus"]), plan, run["global_batch"]
+
+    published = runs[calibrate_on]["tflop_per_s_per_gpu"] * 1e12
+    efficiency = calibrate_efficiency(*parts(runs[calibrate_on]), published)
+    out = []
+    for index, run in enumerate(runs):
+        est = estimate(*parts(run), efficiency)
+        predicted = est.flop_per_s_per_gpu / 1e12
+        out.append({**run, "predicted_tflop_per_s": predicted, "efficiency": efficiency,
+                    "relative_error": predicted / run["tflop_per_s_per_gpu"] - 1,
+                    "calibration": index == calibrate_on, "estimate": est})
+    return out

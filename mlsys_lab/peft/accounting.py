@@ -1,0 +1,162 @@
+"""Parameter-efficient fine-tuning at scale: trainable-parameter counts and fine-tuning memory.
+
+The counts follow the papers' own accounting:
+
+* LoRA (Hu et al. 2021, arXiv:2106.09685): a d_in×d_out weight gets ΔW = A·B with A: d_in×r and
+  B: r×d_out, so r·(d_in + d_out) trainable values; for the square d×d attention projections of a
+  transformer that is 2·r·d per adapted matrix per layer (the paper's |Θ| = 2 × L̂_LoRA × d_model × r,
+  with L̂_LoRA the number of adapted matrices over all layers).
+* Adapters (Houlsby et al. 2019): a bottleneck d → r → d with biases, two per layer.
+* Prefix tuning (Li & Liang 2021): L trainable key and value vectors per layer.
+* QLoRA (Dettmers et al. 2023, arXiv:2305.14314): the frozen base in 4-bit NormalFloat with one
+  absmax constant per 64 weights, itself quantized to 8 bits per block of 256 (double quantization).
+
+The runnable small-model versions of each method live in :mod:`mlsys_lab.peft.models`; NF4 itself in
+:mod:`mlsys_lab.peft.nf4`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlsys_lab.training_memory.quantize import nf4_bits_per_param
+from mlsys_lab.validation import check_choice, check_int, check_positive
+
+ATTENTION_TARGETS = ("q", "k", "v", "o")
+
+
+@dataclass(frozen=True)
+class TransformerShape:
+    """The linear-layer shapes of a decoder-only transformer (what LoRA can adapt)."""
+
+    name: str
+    d_model: int
+    n_layers: int
+    d_ff: int
+    vocab: int
+    n_mlp_matrices: int = 2  # 2 for a GELU MLP (GPT-3), 3 for a gated SwiGLU MLP (LLaMA)
+
+    def linear_shapes(self) -> dict[str, tuple[int, int]]:
+        """Per-layer linear weights as (d_in, d_out): q, k, v, o and the MLP's matrices."""
+        d, f = self.d_model, self.d_ff
+        shapes = {t: (d, d) for t in ATTENTION_TARGETS}
+        if self.n_mlp_matrices == 2:
+            shapes.update({"up": (d, f), "down": (f, d)})
+        else:
+            shapes.update({"gate": (d, f), "up": (d, f), "down": (f, d)})
+        return shapes
+
+    def n_params(self) -> int:
+        """Weights of all linear layers plus input and output embeddings (norms and biases ignored)."""
+        per_layer = sum(a * b for a, b in self.linear_shapes().values())
+        return self.n_layers * per_layer + 2 * self.vocab * self.d_model
+
+
+# GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, d_ff = 4 d_model; BPE vocab 50257.
+GPT3_175B = TransformerShape("GPT-3 175B", d_model=12288, n_layers=96, d_ff=4 * 12288, vocab=50257)
+# LLaMA-65B (Touvron et al. 2023, Table 2 and the released config): 80 layers, d 8192, SwiGLU d_ff 22016.
+LLAMA_65B = TransformerShape("LLaMA-65B", d_model=8192, n_layers=80, d_ff=22016, vocab=32000,
+                             n_mlp_matrices=3)
+# LLaMA-7B: 32 layers, d 4096, SwiGLU d_ff 11008.
+LLAMA_7B = TransformerShape("LLaMA-7B", d_model=4096, n_layers=32, d_ff=11008, vocab=32000, n_mlp_matrices=3)
+MODELS = {m.name: m for m in (LLAMA_7B, LLAMA_65B, GPT3_175B)}
+
+# LoRA paper, Table 4 (GPT-3 175B rows) and Section 7.1's 18M budget: (rank, targets) -> trainable params.
+LORA_PAPER_GPT3 = {(1, ("q", "v")): 4.7e6, (8, ("q", "v")): 37.7e6,
+                   (8, ("q",)): 18e6, (4, ("q", "v")): 18e6, (2, ("q", "k", "v", "o")): 18e6}
+
+
+def lora_trainable_params(d_model: int, n_layers: int, rank: int, n_adapted_matrices: int = 2) -> int:
+    """LoRA parameters for square d×d projections: 2 · r · d_model · n_adapted_matrices · n_layers."""
+    check_int("d_model", d_model, low=1)
+    check_int("n_layers", n_layers, low=1)
+    check_int("rank", rank, low=1, high=d_model)
+    check_int("n_adapted_matrices", n_adapted_matrices, low=1)
+    return 2 * rank * d_model * n_adapted_matrices * n_layers
+
+
+def lora_params_for_shapes(shapes: list[tuple[int, int]], rank: int, n_layers: int = 1) -> int:
+    """LoRA parameters for weights of any shape: Σ r · (d_in + d_out), times ``n_layers``."""
+    check_int("rank", rank, low=1)
+    check_int("n_layers", n_layers, low=1)
+    total = 0
+    for d_in, d_out in shapes:
+        check_int("d_in", d_in, low=1)
+        check_int("d_out", d_out, low=1)
+        total += rank * (d_in + d_out)
+    return total * n_layers
+
+
+def lora_params_for_model(model: TransformerShape, rank: int, targets: tuple[str, ...]) -> int:
+    """LoRA parameters when ``targets`` (keys of ``model.linear_shapes()``) are adapted in all layers."""
+    shapes = model.linear_shapes()
+    for t in targets:
+        check_choice("targets", t, shapes)
+    return lora_params_for_shapes([shapes[t] for t in targets], rank, model.n_layers)
+
+
+def adapter_params(d_model: int, n_layers: int, bottleneck: int, adapters_per_layer: int = 2) -> int:
+    """Houlsby adapters: each is down d→r and up r→d with biases, 2·r·d + r + d values."""
+    check_int("d_model", d_model, low=1)
+    check_int("n_layers", n_layers, low=1)
+    check_int("bottleneck", bottleneck, low=1)
+    check_int("adapters_per_layer", adapters_per_layer, low=1)
+    return n_layers * adapters_per_layer * (2 * bottleneck * d_model + bottleneck + d_model)
+
+
+def prefix_params(d_model: int, n_layers: int, prefix_len: int) -> int:
+    """Prefix tuning: a key and a value vector per prefix position per layer, 2 · L · d · n_layers."""
+    check_int("d_model", d_model, low=1)
+    check_int("n_layers", n_layers, low=1)
+    check_int("prefix_len", prefix_len, low=1)
+    return 2 * prefix_len * d_model * n_layers
+
+
+# --- memory -----------------------------------------------------------------------------------------
+
+BASE_BITS = ("fp32", "bf16", "int8", "nf4", "nf4+dq")
+
+
+def base_bits_per_param(quantization: str, block_size: int = 64, block_size2: int = 256) -> float:
+    """Storage bits per frozen base weight, quantization constants included.
+
+    int8 and nf4 keep one fp32 absmax per ``block_size`` weights: b + 32/block_size bits.
+    nf4+dq quantizes those constants to 8 bits in blocks of ``block_size2`` with one fp32 each:
+    4 + 8/64 + 32/(64·256) = 4.127 bits (QLoRA, Section 3).
+    """
+    check_choice("quantization", quantization, BASE_BITS)
+    check_int("block_size", block_size, low=1)
+    check_int("block_size2", block_size2, low=1)
+    if quantization == "fp32":
+        return 32.0
+    if quantization == "bf16":
+        return 16.0
+    if quantization == "int8":
+        return 8 + 32 / block_size
+    return nf4_bits_per_param(block_size, double_quant=quantization == "nf4+dq", second_block=block_size2)
+
+
+def full_finetune_bytes(n_params: float, bytes_per_param: float = 12.0) -> float:
+    """Full fine-tuning memory without activations: 16-bit weights (2) + 16-bit gradients (2) + fp32 Adam (8).
+
+    12 bytes/param reproduces QLoRA's ">780 GB" for a 65B model; a 4-byte fp32 master copy makes it 16.
+    """
+    check_positive("n_params", n_params)
+    check_positive("bytes_per_param", bytes_per_param)
+    return n_params * bytes_per_param
+
+
+def lora_finetune_bytes(n_base_params: float, n_lora_params: float, quantization: str = "nf4+dq",
+                        activation_bytes: float = 0.0) -> dict[str, float]:
+    """Memory of LoRA/QLoRA fine-tuning, by part, in bytes.
+
+    base: n_base · bits/8; LoRA weights and their gradients in bf16 (2 + 2 bytes); Adam's two fp32
+    moments (8 bytes) for LoRA parameters only; plus ``activation_bytes`` you supply.
+    """
+    check_positive("n_base_params", n_base_params)
+    check_positive("n_lora_params", n_lora_params)
+    return {"base weights": n_base_params * base_bits_per_param(quantization) / 8,
+            "LoRA weights": 2.0 * n_lora_params,
+            "LoRA gradients": 2.0 * n_lora_params,
+            "Adam states": 8.0 * n_lora_params,
+            "activations": float(activation_bytes)}

@@ -1,0 +1,153 @@
+"""Pre-train the tiny transformer on one synthetic task, then fine-tune it on a shifted one, four ways.
+
+Tasks (sequences of ``seq_len`` tokens from a vocabulary of ``vocab``; 4 classes):
+
+* ``pretrain``: which of the tokens 0, 1, 2, 3 occurs most often (the lowest wins ties);
+* ``shifted``: the same question about tokens 4, 5, 6, 7 — the base model has learned to count
+  tokens 0–3, so fine-tuning must move its features, not only its classifier.
+
+:func:`compare_methods` fine-tunes copies of one pre-trained base with every method for the same
+steps and reports accuracy, trainable parameters, optimizer memory and the measured step time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from mlsys_lab.backend import asnumpy, xp
+from mlsys_lab.nn import Adam, Params, accuracy, batches, cross_entropy, n_values
+from mlsys_lab.peft.models import (
+    DEFAULT_CONFIG,
+    METHODS,
+    TinyConfig,
+    add_method,
+    backward,
+    forward,
+    init_base,
+)
+from mlsys_lab.timing import benchmark
+from mlsys_lab.validation import check_choice, check_int
+
+TASKS = {"pretrain": (0, 1, 2, 3), "shifted": (4, 5, 6, 7)}
+# Picked per method by a small sweep over {3e-3, 1e-2, 3e-2, 1e-1} at 300 steps
+# (the papers tune each method too).
+LEARNING_RATES = {"full": 3e-3, "head": 1e-2, "adapter": 3e-2, "prefix": 1e-1, "lora": 3e-2}
+
+
+def make_task(task: str, n_examples: int, config: TinyConfig = DEFAULT_CONFIG, seed: int = 0):
+    """(tokens (n, T) int, labels (n,) int) as ``xp`` arrays: label = most frequent of the task's 4 tokens."""
+    check_choice("task", task, TASKS)
+    check_int("n_examples", n_examples, low=1)
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, config.vocab, size=(n_examples, config.seq_len))
+    counts = np.stack([(tokens == t).sum(axis=1) for t in TASKS[task]], axis=1)
+    labels = counts.argmax(axis=1)
+    return xp.asarray(tokens), xp.asarray(labels)
+
+
+def train(params: Params, trainable: tuple[str, ...], data, steps: int, lr: float = 1e-2,
+          batch_size: int = 128, seed: int = 0, progress: str | None = None) -> list[float]:
+    """Adam on the ``trainable`` parameters for ``steps`` mini-batches; returns the loss per step."""
+    check_int("steps", steps, low=1)
+    tokens, labels = data
+    opt = Adam(trainable, lr=lr)
+    rng = np.random.default_rng(seed)
+    losses: list[float] = []
+    bar = tqdm(total=steps, desc=progress, leave=False, disable=progress is None)
+    while len(losses) < steps:
+        for idx in batches(int(tokens.shape[0]), batch_size, rng):
+            idx = xp.asarray(idx)
+            logits, cache = forward(params, tokens[idx])
+            loss, dlogits = cross_entropy(logits, labels[idx])
+            opt.step(params, backward(params, cache, dlogits, trainable))
+            losses.append(loss)
+            bar.update(1)
+            if len(losses) == steps:
+                break
+    bar.close()
+    return losses
+
+
+def evaluate(params: Params, data) -> float:
+    """Accuracy on ``data`` = (tokens, labels)."""
+    return accuracy(forward(params, data[0])[0], data[1])
+
+
+def pretrain_base(config: TinyConfig = DEFAULT_CONFIG, steps: int = 600,
+                  seed: int = 0) -> tuple[Params, float]:
+    """A base model pre-trained on the ``pretrain`` task; returns (params, held-out accuracy)."""
+    params = init_base(config, seed)
+    data = make_task("pretrain", 8192, config, seed)
+    train(params, tuple(params), data, steps, lr=3e-3, progress="pre-train")
+    return params, evaluate(params, make_task("pretrain", 2048, config, seed + 100))
+
+
+@dataclass(frozen=True)
+class FinetuneRun:
+    """One fine-tuning method's outcome on the shifted task."""
+
+    method: str
+    accuracy: float
+    trainable_params: int
+    total_params: int
+    optimizer_bytes: int
+    step_seconds: float
+    losses: tuple[float, ...]
+
+
+def finetune(base: Params, method: str, steps: int = 400, rank: int = 4, prefix_len: int = 4,
+             lr: float = 1e-2, config: TinyConfig = DEFAULT_CONFIG, seed: int = 0) -> FinetuneRun:
+    """Fine-tune a copy of ``base`` on the shifted task with ``method``; time one step (median of 10)."""
+    params, trainable = add_method(base, method, rank=rank, prefix_len=prefix_len)
+    data = make_task("shifted", 4096, config, seed + 1)
+    losses = train(params, trainable, data, steps, lr=lr, seed=seed, progress=method)
+    acc = evaluate(params, make_task("shifted", 2048, config, seed + 200))
+    # step time: one more forward + backward + Adam update on a fixed batch, after warm-up
+    opt = Adam(trainable, lr=1e-12)  # a real update that leaves the trained model as it is
+    batch = (data[0][:128], data[1][:128])
+
+    def one_step():
+        logits, cache = forward(params, batch[0])
+        opt.step(params, backward(params, cache, cross_entropy(logits, batch[1])[1], trainable))
+
+    seconds = benchmark(one_step, warmup=3, repeat=10).median
+    return FinetuneRun(method, acc, n_values(params, trainable), n_values(params, params),
+                       opt.state_bytes(params), seconds, tuple(losses))
+
+
+def compare_methods(base: Params, methods: tuple[str, ...] = METHODS, steps: int = 400,
+                    lr: dict | None = None, **kw) -> list[FinetuneRun]:
+    """Fine-tune one copy of ``base`` per method, same data and steps; ``lr`` maps method -> learning rate."""
+    rates = {**LEARNING_RATES, **(lr or {})}
+    return [finetune(base, m, steps=steps, lr=rates[m], **kw) for m in methods]
+
+
+def identical_start(base: Params, method: str, data) -> float:
+    """Largest |logit difference| between ``base`` and the method's freshly initialised model."""
+    params, _ = add_method(base, method)
+    return float(abs(asnumpy(forward(params, data[0])[0]) - asnumpy(forward(base, data[0])[0])).max())
+
+
+def inference_variants(d_model: int = 1024, n_tokens: int = 8, rank: int = 8, seed: int = 0) -> dict:
+    """Three ways to serve one adapted d×d projection for ``n_tokens`` tokens, as zero-argument callables.
+
+    ``merged``: y = x (W + A B), one GEMM, exactly the base model's cost;
+    ``lora unmerged``: y = x W + (x A) B, two extra skinny GEMMs and an add;
+    ``adapter``: y = x W, then y + relu(y Ad) Au: the extra GEMMs sit *after* W in series and cannot be
+    folded into it because of the nonlinearity (Houlsby adapters' inference latency).
+    """
+    check_int("d_model", d_model, low=1)
+    check_int("n_tokens", n_tokens, low=1)
+    check_int("rank", rank, low=1, high=d_model)
+    rng = np.random.default_rng(seed)
+    x = xp.asarray(rng.normal(size=(n_tokens, d_model)).astype(np.float32))
+    w = xp.asarray(rng.normal(0, d_model**-0.5, size=(d_model, d_model)).astype(np.float32))
+    a = xp.asarray(rng.normal(0, d_model**-0.5, size=(d_model, rank)).astype(np.float32))
+    b = xp.asarray(rng.normal(0, 0.1, size=(rank, d_model)).astype(np.float32))
+    merged = w + a @ b
+    return {"merged": lambda: x @ merged,
+            "lora unmerged": lambda: x @ w + (x @ a) @ b,
+            "adapter": lambda: (lambda y: y + xp.maximum(y @ a, 0) @ b)(x @ w)}

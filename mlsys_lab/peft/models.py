@@ -1,0 +1,210 @@
+"""A one-block transformer classifier with four ways to fine-tune it, forward and backward by hand.
+
+Model (B sequences of T tokens, width d, MLP width h, c classes)::
+
+    x0 = emb[tokens] + pos                       (B, T, d)
+    q, k, v = x0 Wq, x0 Wk, x0 Wv                (B, T, d)   LoRA may add s·(x A) B to any of them
+    K, V = [prefix_k; k], [prefix_v; v]          (B, L+T, d) prefix tuning: L trainable rows
+    o = softmax(q Kᵀ / √d) V                     (B, T, d)
+    x1 = x0 + o Wo                               attention block with residual
+    x2 = x1 + relu(x1 W1 + b1) W2 + b2           MLP block with residual
+    x3 = x2 + relu(x2 Ad + ad_b) Au + au_b       adapter (Houlsby-style bottleneck r, residual)
+    logits = mean_t(x3) H + h_b                  (B, c)
+
+The methods differ only in which parameters exist and which are trained:
+
+* ``full``: every base parameter; ``head``: the classifier only (the floor to beat);
+* ``adapter``: Ad, Au (up-projection zero, so it starts as the identity);
+* ``prefix``: prefix_k, prefix_v;
+* ``lora``: A (random) and B (zero) for each adapted projection, so the start equals the base.
+
+The three parameter-efficient methods also train the classifier head, as the papers do on GLUE
+(Houlsby et al. 2019, Section 3; Hu et al. 2021, Section 5): the head is task-specific.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlsys_lab.backend import xp
+from mlsys_lab.nn import Params, init_normal, softmax
+from mlsys_lab.validation import check_choice, check_int
+
+METHODS = ("full", "head", "adapter", "prefix", "lora")
+PROJECTIONS = ("q", "k", "v", "o")
+HEAD = ("head", "head_b")
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    """Sizes of the tiny transformer."""
+
+    vocab: int = 16
+    seq_len: int = 12
+    d_model: int = 32
+    d_hidden: int = 64
+    n_classes: int = 4
+
+
+DEFAULT_CONFIG = TinyConfig()
+
+def init_base(config: TinyConfig, seed: int = 0) -> Params:
+    """Random base parameters (what pre-training starts from)."""
+    rng = np.random.default_rng(seed)
+    d, h = config.d_model, config.d_hidden
+    p = {"emb": init_normal(rng, (config.vocab, d), 1.0),
+         "pos": init_normal(rng, (config.seq_len, d), 1.0)}
+    for name in PROJECTIONS:
+        p["w" + name] = init_normal(rng, (d, d), 1 / math.sqrt(d))
+    p.update({"w1": init_normal(rng, (d, h), 1 / math.sqrt(d)), "b1": xp.zeros(h, xp.float32),
+              "w2": init_normal(rng, (h, d), 1 / math.sqrt(h)), "b2": xp.zeros(d, xp.float32),
+              "head": init_normal(rng, (d, config.n_classes), 1 / math.sqrt(d)),
+              "head_b": xp.zeros(config.n_classes, xp.float32)})
+    return p
+
+
+def add_method(base: Params, method: str, rank: int = 4, prefix_len: int = 4,
+               lora_targets: tuple[str, ...] = ("q", "v"), seed: int = 1) -> tuple[Params, tuple[str, ...]]:
+    """Copy ``base``, add the method's new parameters; return (params, names of trainable parameters)."""
+    check_choice("method", method, METHODS)
+    d = base["wq"].shape[0]
+    check_int("rank", rank, low=1, high=d)
+    check_int("prefix_len", prefix_len, low=1)
+    for t in lora_targets:
+        check_choice("lora_targets", t, PROJECTIONS)
+    rng = np.random.default_rng(seed)
+    p = {name: value.copy() for name, value in base.items()}
+    if method == "full":
+        return p, tuple(base)
+    if method == "head":
+        return p, HEAD
+    if method == "adapter":
+        p.update({"ad_down": init_normal(rng, (d, rank), 1 / math.sqrt(d)),
+                  "ad_down_b": xp.zeros(rank, xp.float32),
+                  "ad_up": xp.zeros((rank, d), xp.float32), "ad_up_b": xp.zeros(d, xp.float32)})
+        return p, ("ad_down", "ad_down_b", "ad_up", "ad_up_b") + HEAD
+    if method == "prefix":
+        p.update({"prefix_k": init_normal(rng, (prefix_len, d), 1.0),
+                  "prefix_v": init_normal(rng, (prefix_len, d), 0.1)})
+        return p, ("prefix_k", "prefix_v") + HEAD
+    names = []
+    for t in lora_targets:
+        p[f"lora_a_{t}"] = init_normal(rng, (d, rank), 1 / math.sqrt(d))  # A: random Gaussian
+        p[f"lora_b_{t}"] = xp.zeros((rank, d), xp.float32)                # B: zero, so ΔW = 0 at start
+        names += [f"lora_a_{t}", f"lora_b_{t}"]
+    return p, tuple(names) + HEAD
+
+
+def merge_lora(params: Params, scale: float = 1.0) -> Params:
+    """W ← W + s·A·B for every adapted projection, LoRA factors removed: one plain matrix per projection."""
+    merged = {k: v.copy() for k, v in params.items() if not k.startswith("lora_")}
+    for t in PROJECTIONS:
+        if f"lora_a_{t}" in params:
+            merged["w" + t] = merged["w" + t] + scale * (params[f"lora_a_{t}"] @ params[f"lora_b_{t}"])
+    return merged
+
+
+def _proj(params: Params, t: str, x2d, scale: float, cache: dict):
+    """y = x W + s·(x A) B, caching x A for the backward pass."""
+    y = x2d @ params["w" + t]
+    if f"lora_a_{t}" in params:
+        xa = x2d @ params[f"lora_a_{t}"]
+        cache["xa_" + t] = xa
+        y = y + scale * (xa @ params[f"lora_b_{t}"])
+    return y
+
+
+def forward(params: Params, tokens, lora_scale: float = 1.0) -> tuple[object, dict]:
+    """Logits (B, c) and the cache the backward pass needs. ``tokens``: int array (B, T)."""
+    bsz, seq = tokens.shape
+    d = params["wq"].shape[0]
+    c: dict = {"tokens": tokens}
+    x0 = params["emb"][tokens] + params["pos"][None, :seq]             # (B, T, d)
+    x0f = x0.reshape(-1, d)
+    q, k, v = (_proj(params, t, x0f, lora_scale, c).reshape(bsz, seq, d) for t in "qkv")
+    if "prefix_k" in params:
+        n_prefix = params["prefix_k"].shape[0]
+        k = xp.concatenate([xp.broadcast_to(params["prefix_k"], (bsz, n_prefix, d)), k], axis=1)
+        v = xp.concatenate([xp.broadcast_to(params["prefix_v"], (bsz, n_prefix, d)), v], axis=1)
+    probs = softmax(q @ k.transpose(0, 2, 1) / math.sqrt(d))          # (B, T, L+T)
+    o = probs @ v                                                      # (B, T, d)
+    x1 = x0 + _proj(params, "o", o.reshape(-1, d), lora_scale, c).reshape(bsz, seq, d)
+    u = x1 @ params["w1"] + params["b1"]                               # (B, T, h)
+    x2 = x1 + xp.maximum(u, 0) @ params["w2"] + params["b2"]
+    x3 = x2
+    if "ad_down" in params:
+        z = x2 @ params["ad_down"] + params["ad_down_b"]               # (B, T, r)
+        x3 = x2 + xp.maximum(z, 0) @ params["ad_up"] + params["ad_up_b"]
+        c["z"] = z
+    pooled = x3.mean(axis=1)                                           # (B, d)
+    c.update(x0f=x0f, q=q, k=k, v=v, probs=probs, o=o, x1=x1, u=u, x2=x2, pooled=pooled)
+    return pooled @ params["head"] + params["head_b"], c
+
+
+def _proj_backward(params: Params, t: str, x2d, dy, scale: float, cache: dict, grads: dict, trainable: set):
+    """Gradients of y = x W + s (x A) B: dW = xᵀdy, dB = s (xA)ᵀ dy, dA = s xᵀ (dy Bᵀ); returns dx."""
+    w = params["w" + t]
+    if "w" + t in trainable:
+        grads["w" + t] = x2d.T @ dy
+    dx = dy @ w.T
+    if f"lora_a_{t}" in params:
+        a, b = params[f"lora_a_{t}"], params[f"lora_b_{t}"]
+        dy_bt = dy @ b.T                                               # (n, r)
+        grads[f"lora_b_{t}"] = scale * (cache["xa_" + t].T @ dy)
+        grads[f"lora_a_{t}"] = scale * (x2d.T @ dy_bt)
+        dx = dx + scale * (dy_bt @ a.T)
+    return dx
+
+
+def backward(params: Params, cache: dict, dlogits, trainable: tuple[str, ...],
+             lora_scale: float = 1.0) -> Params:
+    """Gradients of the loss for the ``trainable`` parameters, given d loss / d logits (B, c)."""
+    train = set(trainable)
+    g: dict = {}
+    bsz, seq = cache["tokens"].shape
+    d = params["wq"].shape[0]
+    g["head"], g["head_b"] = cache["pooled"].T @ dlogits, dlogits.sum(axis=0)
+    only_head = train <= {"head", "head_b"}
+    if only_head:
+        return g
+    dx3 = xp.broadcast_to((dlogits @ params["head"].T)[:, None, :] / seq, (bsz, seq, d))
+    dx2 = dx3
+    if "ad_down" in params:
+        z = cache["z"]
+        g["ad_up"] = xp.maximum(z, 0).reshape(-1, z.shape[-1]).T @ dx3.reshape(-1, d)
+        g["ad_up_b"] = dx3.sum(axis=(0, 1))
+        dz = (dx3 @ params["ad_up"].T) * (z > 0)
+        g["ad_down"] = cache["x2"].reshape(-1, d).T @ dz.reshape(-1, dz.shape[-1])
+        g["ad_down_b"] = dz.sum(axis=(0, 1))
+        dx2 = dx3 + dz @ params["ad_down"].T
+    u = cache["u"]
+    relu_u = xp.maximum(u, 0)
+    g["w2"], g["b2"] = relu_u.reshape(-1, u.shape[-1]).T @ dx2.reshape(-1, d), dx2.sum(axis=(0, 1))
+    du = (dx2 @ params["w2"].T) * (u > 0)
+    g["w1"], g["b1"] = cache["x1"].reshape(-1, d).T @ du.reshape(-1, u.shape[-1]), du.sum(axis=(0, 1))
+    dx1 = dx2 + du @ params["w1"].T
+    do = _proj_backward(params, "o", cache["o"].reshape(-1, d), dx1.reshape(-1, d), lora_scale, cache, g,
+                        train).reshape(bsz, seq, d)
+    probs, k, v, q = cache["probs"], cache["k"], cache["v"], cache["q"]
+    dprobs = do @ v.transpose(0, 2, 1)                                 # (B, T, L+T)
+    dv = probs.transpose(0, 2, 1) @ do                                 # (B, L+T, d)
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True)) / math.sqrt(d)
+    dq = dscores @ k                                                   # (B, T, d)
+    dk = dscores.transpose(0, 2, 1) @ q                                # (B, L+T, d)
+    if "prefix_k" in params:
+        n_prefix = params["prefix_k"].shape[0]
+        g["prefix_k"], g["prefix_v"] = dk[:, :n_prefix].sum(axis=0), dv[:, :n_prefix].sum(axis=0)
+        dk, dv = dk[:, n_prefix:], dv[:, n_prefix:]
+    x0f = cache["x0f"]
+    dx0 = dx1.reshape(-1, d)
+    for t, dy in (("q", dq), ("k", dk), ("v", dv)):
+        dx0 = dx0 + _proj_backward(params, t, x0f, dy.reshape(-1, d), lora_scale, cache, g, train)
+    if "emb" in train:
+        onehot = (cache["tokens"].reshape(-1)[:, None] == xp.arange(params["emb"].shape[0])[None, :])
+        g["emb"] = onehot.astype(dx0.dtype).T @ dx0
+        g["pos"] = xp.zeros_like(params["pos"])
+        g["pos"][:seq] = dx0.reshape(bsz, seq, d).sum(axis=0)
+    return {name: g[name] for name in trainable}

@@ -1,0 +1,196 @@
+"""Quantization (量化): integers plus scales in place of floats, and what it costs in error.
+
+A b-bit quantizer maps w to an integer code q and back:
+
+    symmetric:   scale = max|w| / (2^(b−1) − 1),      q = round(w / scale),            ŵ = scale·q
+    asymmetric:  scale = (max w − min w) / (2^b − 1), q = round(w / scale) + zero,     ŵ = scale·(q − zero)
+
+One scale per tensor, per output channel (row), or per group of ``group_size`` consecutive weights
+along a row: finer groups follow the data better and cost one more 16-bit scale per group.
+NF4 (QLoRA, Dettmers et al. 2023) keeps 4-bit codes but puts the 16 levels at quantiles of a normal
+distribution, since trained weights are roughly normal, with one absmax per block of 64.
+Arrays are NumPy here: quantization is a data transformation done once, on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from mlsys_lab import backend
+from mlsys_lab.kernels import loader
+from mlsys_lab.validation import check_choice, check_int
+
+SCHEMES = ("symmetric", "asymmetric")
+GRANULARITIES = ("tensor", "channel", "group")
+SCALE_BYTES = 2  # scales and zero points stored as fp16
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """Integer codes (stored in int16 for simplicity; ``bits`` says what they need) and their scales."""
+
+    codes: np.ndarray  # shape of the weight
+    scales: np.ndarray  # one per group: shape (rows, n_groups) broadcast over the group
+    zero_points: np.ndarray | None
+    bits: int
+    group_size: int  # columns per scale (the row length for per-channel, everything for per-tensor)
+
+    @property
+    def storage_bytes(self) -> float:
+        """bits/8 per weight + 2 bytes per scale (+ 2 per zero point)."""
+        n_scales = self.scales.size * (2 if self.zero_points is not None else 1)
+        return self.codes.size * self.bits / 8 + n_scales * SCALE_BYTES
+
+
+def _grouped(w: np.ndarray, granularity: str, group_size: int) -> tuple[np.ndarray, int]:
+    """w (rows, cols) viewed as (rows, n_groups, group) with the group length used."""
+    rows, cols = w.shape
+    if granularity == "tensor":
+        return w.reshape(1, 1, rows * cols), rows * cols
+    if granularity == "channel":
+        return w.reshape(rows, 1, cols), cols
+    if cols % group_size:
+        raise ValueError(f"group_size must divide the number of columns {cols}; got {group_size}")
+    return w.reshape(rows, cols // group_size, group_size), group_size
+
+
+def quantize(w: np.ndarray, bits: int = 8, scheme: str = "symmetric", granularity: str = "channel",
+             group_size: int = 128) -> Quantized:
+    """Round-to-nearest quantization of a 2-D weight (rows = output channels). See the module doc."""
+    w = np.asarray(w, dtype=np.float32)
+    if w.ndim != 2:
+        raise ValueError(f"w must be a 2-D array (rows, cols); got shape {w.shape}")
+    bits = check_int("bits", bits, low=2, high=16)
+    check_choice("scheme", scheme, SCHEMES)
+    check_choice("granularity", granularity, GRANULARITIES)
+    group_size = check_int("group_size", group_size, low=1)
+    groups, used = _grouped(w, granularity, group_size)
+    if scheme == "symmetric":
+        q_max = 2 ** (bits - 1) - 1
+        scale = np.abs(groups).max(axis=2, keepdims=True) / q_max
+        scale = np.where(scale == 0, 1.0, scale)
+        codes = np.clip(np.round(groups / scale), -q_max, q_max)
+        zero = None
+    else:
+        q_max = 2 ** bits - 1
+        low, high = groups.min(axis=2, keepdims=True), groups.max(axis=2, keepdims=True)
+        scale = np.where(high > low, (high - low) / q_max, 1.0)
+        zero = np.round(-low / scale)
+        codes = np.clip(np.round(groups / scale) + zero, 0, q_max)
+    return Quantized(codes.astype(np.int16).reshape(w.shape), scale[..., 0].astype(np.float32),
+                     None if zero is None else zero[..., 0].astype(np.float32), bits, used)
+
+
+def dequantize(q: Quantized) -> np.ndarray:
+    """ŵ = scale·(q − zero), float32, the weight's shape."""
+    rows = q.scales.shape[0]
+    codes = q.codes.reshape(rows, -1, q.group_size).astype(np.float32)
+    if q.zero_points is not None:
+        codes = codes - q.zero_points[..., None]
+    return (codes * q.scales[..., None]).reshape(q.codes.shape)
+
+
+def relative_error(approx: np.ndarray, exact: np.ndarray) -> float:
+    """‖approx − exact‖_F / ‖exact‖_F."""
+    exact = np.asarray(exact, dtype=np.float64)
+    return float(np.linalg.norm(np.asarray(approx, dtype=np.float64) - exact) / np.linalg.norm(exact))
+
+
+# --- NF4 ---------------------------------------------------------------------------------------
+
+NF4_OFFSET = 0.9677083  # bitsandbytes' create_normal_map: the outermost quantile used
+
+
+def nf4_levels(offset: float = NF4_OFFSET) -> np.ndarray:
+    """The 16 NF4 levels in [−1, 1] (QLoRA §3, bitsandbytes ``create_normal_map``).
+
+    8 positive levels at normal quantiles of linspace(offset, 0.5, 9)[:-1], 7 negative ones at
+    linspace(offset, 0.5, 8)[:-1], and an exact zero; then divided by the largest magnitude.
+    """
+    ppf = NormalDist().inv_cdf
+    positive = [ppf(p) for p in np.linspace(offset, 0.5, 9)[:-1]]
+    negative = [-ppf(p) for p in np.linspace(offset, 0.5, 8)[:-1]]
+    levels = np.sort(np.array(positive + [0.0] + negative))
+    return levels / np.abs(levels).max()
+
+
+def nf4_quantize_dequantize(w: np.ndarray, block_size: int = 64) -> np.ndarray:
+    """Per block of ``block_size`` weights: divide by the absmax, snap to the nearest NF4 level, rescale."""
+    w = np.asarray(w, dtype=np.float32)
+    block_size = check_int("block_size", block_size, low=1)
+    if w.size % block_size:
+        raise ValueError(f"block_size must divide the number of weights {w.size}; got {block_size}")
+    blocks = w.reshape(-1, block_size)
+    absmax = np.abs(blocks).max(axis=1, keepdims=True)
+    absmax = np.where(absmax == 0, 1.0, absmax)
+    levels = nf4_levels().astype(np.float32)
+    nearest = np.abs(blocks[..., None] / absmax[..., None] - levels).argmin(axis=-1)
+    return (levels[nearest] * absmax).reshape(w.shape)
+
+
+def nf4_bits_per_param(block_size: int = 64, double_quant: bool = True, second_block: int = 256) -> float:
+    """4 bits + absmax overhead: 32/64 = 0.5 bits, or 8/64 + 32/(64·256) ≈ 0.127 with double quantization."""
+    check_int("block_size", block_size, low=1)
+    if not double_quant:
+        return 4 + 32 / block_size
+    return 4 + 8 / block_size + 32 / (block_size * check_int("second_block", second_block, low=1))
+
+
+# --- weight-only vs weight + activation --------------------------------------------------------
+
+def quantized_matmul_error(x: np.ndarray, w: np.ndarray, bits: int = 8, activations: bool = False,
+                           group_size: int = 128) -> float:
+    """Relative error of x @ Ŵᵀ against x @ Wᵀ; x (batch, in), w (out, in).
+
+    Weight-only: W per output channel, x kept in float (the saving is memory traffic: weights are
+    read at bits/8 bytes each and dequantized in the kernel). Weight + activation: x is also
+    quantized, per token (row), so the matmul itself can run on integer units.
+    """
+    w_hat = dequantize(quantize(w, bits, "symmetric", "channel", group_size))
+    x_hat = dequantize(quantize(x, bits, "symmetric", "channel", group_size)) if activations else x
+    return relative_error(x_hat @ w_hat.T, x @ w.T)
+
+
+# --- weight-only int8 matmul: a CUDA kernel with a NumPy reference ------------------------------
+
+MAX_BATCH_ROWS = 16  # the largest MAX_M the kernel is compiled for
+
+
+def int8_weight_matmul_reference(x: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """y = x · (scale ⊙ W)ᵀ in float32: x (M, K), codes (N, K) int8, scales (N,) → (M, N)."""
+    return (np.asarray(x, np.float32) @ np.asarray(codes, np.float32).T) * np.asarray(scales, np.float32)
+
+
+def int8_weight_matmul(x, codes, scales, k_unroll: int = 4, max_m: int | None = None):
+    """Weight-only int8 matmul. On CuPy: the kernel in ``kernels/training_memory/int8_matmul.cu``
+    (x fp16 (M, K) with M ≤ 16 and K % 16 == 0, codes int8 (N, K), scales fp32 (N,) → fp16 (M, N)).
+    On NumPy: the reference above.
+
+    ``k_unroll``: 16-byte weight loads each lane issues before using them (bytes in flight);
+    ``max_m``: the batch rows the kernel is compiled for (default: the smallest power of two ≥ M;
+    a larger value holds more accumulators, so more registers per thread and fewer warps per SM).
+    """
+    M, K = x.shape
+    N = codes.shape[0]
+    check_int("rows of x", M, low=1, high=MAX_BATCH_ROWS)
+    check_int("k_unroll", k_unroll, low=1, high=8)
+    max_m = 1 << (M - 1).bit_length() if max_m is None else check_int("max_m", max_m, low=M, high=MAX_BATCH_ROWS)
+    if K % 16 or codes.shape[1] != K:
+        raise ValueError(f"K must be a multiple of 16 and match codes' columns; "
+                         f"got x {x.shape}, codes {codes.shape}")
+    if not backend.on_gpu:
+        return int8_weight_matmul_reference(x, codes, scales)
+    cp = backend.xp
+    kernel = loader.kernel("training_memory/int8_matmul.cu", "int8_weight_matmul",
+                           {"MAX_M": max_m, "K_UNROLL": k_unroll})
+    x = cp.ascontiguousarray(x, dtype=cp.float16)
+    codes = cp.ascontiguousarray(codes, dtype=cp.int8)
+    scales = cp.ascontiguousarray(scales, dtype=cp.float32)
+    y = cp.empty((M, N), dtype=cp.float16)
+    threads, rows_per_block = 256, 8
+    kernel(((N + rows_per_block - 1) // rows_per_block,), (threads,),
+           (x, codes, scales, y, np.int32(M), np.int32(N), np.int32(K)))
+    return y

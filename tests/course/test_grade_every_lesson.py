@@ -1,0 +1,34 @@
+"""Does every lesson grade as it should: its own solutions in full, its untouched student version at zero?"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+pytestmark = pytest.mark.slow
+
+
+def grade(submissions: list[Path], reference: Path) -> list[dict]:
+    result = subprocess.run([sys.executable, "-m", "mlsys_lab.course.cli", "grade", *map(str, submissions),
+                             "--reference", str(reference), "--json", "--timeout", "120"],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_reference_scores_full_and_student_version_zero(lesson, tmp_path):
+    student = tmp_path / lesson.name
+    subprocess.run([sys.executable, "-m", "mlsys_lab.course.cli", "student", str(lesson), str(student)],
+                   check=True, capture_output=True)
+    by_file = {Path(r["submission"]).resolve(): r for r in grade([lesson, student], lesson)}
+    full, handout = by_file[lesson.resolve()], by_file[student.resolve()]
+    assert full["max_score"] >= 2, "each lesson has exercises"
+    assert full["score"] == full["max_score"], {k: v["message"] for k, v in full["exercises"].items()}
+    assert handout["score"] == 0
+    assert all("not attempted yet" in v["message"] for v in handout["exercises"].values())

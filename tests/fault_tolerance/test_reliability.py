@@ -1,0 +1,112 @@
+"""Do the failure arithmetic, the interval formulas and the goodput model give the hand-worked values?"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from mlsys_lab.fault_tolerance import reliability as fault
+from mlsys_lab.fault_tolerance import storage as fault_storage
+
+
+def test_notes_cluster_mttf_is_14_point_4_minutes():
+    assert fault.cluster_mttf(100 * 24 * 60, 10_000) == pytest.approx(14.4)
+
+
+def test_rates_add_and_survival_is_exponential():
+    day = 86400.0
+    assert fault.expected_failures(54 * day, 1000 * day, 16384) == pytest.approx(54 * 16384 / 1000)
+    assert fault.probability_no_failure(3600.0, 3600.0 * 100, 100) == pytest.approx(math.exp(-1))
+    assert fault.probability_no_failure(0.0, 1.0, 5) == 1.0
+
+
+def test_llama3_snapshot_inverts_to_the_per_gpu_mttf():
+    record = fault.llama3_interruptions()
+    counts = [c["count"] for c in record["causes"]]
+    assert sum(counts) == record["n_unexpected"] == 419
+    assert record["n_planned"] + record["n_unexpected"] == record["n_interruptions"]
+    per_gpu = fault.component_mttf_from_count(419, 54 * 86400.0, 16384)
+    assert per_gpu / 3600 == pytest.approx(16384 * 54 * 24 / 419)  # ≈ 50,700 h
+    shares = fault.failure_shares({c["component"]: c["count"] for c in record["causes"]})
+    assert shares["Faulty GPU"] == pytest.approx(148 / 419)  # 35.3%, where the paper prints 30.1%
+    assert shares["GPU HBM3 Memory"] == pytest.approx(0.172, abs=5e-4)  # this one matches the print
+    assert json.loads(json.dumps(record))["days"] == 54
+
+
+def test_young_and_daly_intervals_by_hand():
+    assert fault.young_daly_interval(30.0, 3600.0) == pytest.approx(math.sqrt(216000.0))
+    # C=50, M=10,000: x = C/2M = 0.0025; 1000·(1 + 0.05/3 + 0.0025/9) − 50
+    assert fault.daly_interval(50.0, 10_000.0) == pytest.approx(1000 * (1 + 0.05 / 3 + 0.0025 / 9) - 50)
+    assert fault.daly_interval(300.0, 100.0) == 100.0  # C >= 2M: checkpoint once per MTTF
+
+
+def test_exact_goodput_hand_value_and_first_order_limit():
+    # C = R = 0 and τ = M ln 2: e^{τ/M} − 1 = 1, so goodput = τ/M = ln 2
+    assert fault.expected_goodput(math.log(2) * 1000, 0.0, 0.0, 1000.0) == pytest.approx(math.log(2))
+    # small C/M: the exact model agrees with Young's first-order waste to second order
+    m, c, r = 1e6, 10.0, 100.0
+    tau = fault.young_daly_interval(c, m)
+    exact = fault.expected_goodput(tau, c, r, m)
+    first = fault.first_order_goodput(tau, c, r, m)
+    assert first == pytest.approx(1 - math.sqrt(2 * c / m) - r / m)
+    assert abs(exact - first) < 1e-4
+
+
+def test_optimal_interval_is_the_argmax_of_the_exact_model():
+    for c, m in [(30.0, 3600.0), (600.0, 1800.0), (1.0, 1e6), (2000.0, 1000.0)]:
+        grid = np.logspace(-5, 1.5, 650_001) * m  # steps of 2.3e-5 in τ
+        brute = grid[np.argmax(fault.expected_goodput(grid, c, 50.0, m))]
+        assert fault.optimal_interval(c, m) == pytest.approx(brute, rel=1e-4)
+        if c < 2 * m:  # Daly's series; for C >= 2M his rule "τ = M" is only rough (5% here)
+            assert fault.daly_interval(c, m) == pytest.approx(fault.optimal_interval(c, m), rel=0.01)
+
+
+def test_goodput_at_optimum_broadcasts():
+    grid = fault.goodput_at_optimum(np.array([[10.0], [100.0]]), np.array([0.0, 600.0]), 10_000.0)
+    assert grid.shape == (2, 2)
+    assert grid[0, 0] > grid[1, 0] > grid[1, 1]
+
+
+def test_storage_burst_by_hand():
+    total = fault_storage.checkpoint_bytes(405e9)  # 14 B/param
+    assert total == pytest.approx(5.67e12)
+    assert fault_storage.checkpoint_bytes_per_gpu(405e9, 16384) == pytest.approx(5.67e12 / 16384)
+    # 2,048 nodes × 50 GB/s would be 102 TB/s; a 2 TB/s store is the bottleneck
+    assert fault_storage.burst_write_seconds(total, 2048, 50e9, 2e12) == pytest.approx(2.835)
+    tier = fault_storage.tiered_checkpoint(total, 2048, 5e9, 2e12, 1800.0)
+    assert tier["stall_seconds"] == pytest.approx(5.67e12 / (2048 * 5e9))
+    assert tier["store_bytes_per_s_needed"] == pytest.approx(5.67e12 / 1800) and tier["keeps_up"]
+    # 10^6 writes of 1 MB on 100 disks: 10^6·8 ms + 1 TB / 200 MB/s, over 100 disks
+    assert fault_storage.hdd_write_seconds(10**6, 1e12, 100) == pytest.approx((8000 + 5000) / 100)
+    assert fault_storage.aggregated_writes(1e12, 64e6) == 15625
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: fault.cluster_mttf(100, 0), "n_components"),
+    (lambda: fault.cluster_mttf(-1, 10), "component_mttf"),
+    (lambda: fault.young_daly_interval(0, 10), "checkpoint_cost"),
+    (lambda: fault.expected_goodput(-5, 1, 1, 10), "interval"),
+    (lambda: fault.expected_goodput(5, 1, -1, 10), "restart_seconds"),
+    (lambda: fault_storage.burst_write_seconds(1e9, 0, 1e9, 1e9), "n_nodes"),
+])
+def test_bad_input_names_the_parameter(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+def test_restart_budget_lands_exactly_on_the_target():
+    m = 54 * 86400.0 / 466  # Llama 3: one interruption every 2.78 h
+    c = np.array([5.0, 30.0, 600.0])
+    budget = fault.restart_budget(0.9, c, m)
+    assert np.isnan(budget[2])  # a 10-minute checkpoint cannot reach 90% at this failure rate
+    reached = fault.goodput_at_optimum(c[:2], budget[:2], m)
+    assert reached == pytest.approx([0.9, 0.9])
+
+
+def test_format_duration_picks_a_readable_unit():
+    assert fault.format_duration(14.4 * 60) == "14.4 min"
+    assert fault.format_duration(3.09 * 3600) == "3.09 h"
+    assert fault.format_duration(45.0) == "45 s"
+    assert fault.format_duration(5 * 86400) == "5 days"
+    assert fault.format_duration(90 * 60) == "90 min"  # under two hours reads better in minutes

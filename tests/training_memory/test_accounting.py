@@ -1,0 +1,83 @@
+"""Does the memory accounting match the papers' figures and the engine's measured allocation?"""
+
+import numpy as np
+import pytest
+
+from mlsys_lab.backend import xp
+from mlsys_lab.training_memory.accounting import (
+    TRANSFORMER_SHAPES,
+    format_bytes,
+    measure_peak_bytes,
+    mlp_step_bytes,
+    training_memory_bytes,
+    transformer_layer_activation_bytes,
+    transformer_params,
+    transformer_training_bytes,
+)
+from mlsys_lab.training_memory.training import Adam, make_mlp, train_step
+
+
+def test_bytes_per_parameter():
+    assert training_memory_bytes(1, "fp32", "adam").total == 16  # 4 + 4 + 8 (the notes' formula)
+    mixed = training_memory_bytes(1, "mixed", "adam")
+    assert (mixed.weights, mixed.gradients, mixed.master_weights + mixed.optimizer_state) == (2, 2, 12)
+    assert training_memory_bytes(1, "fp32", "sgd").total == 8
+    assert training_memory_bytes(1, "mixed", "sgd_momentum").total == 12
+
+
+def test_zero_paper_examples():
+    """ZeRO §3.1: 1.5B-parameter GPT-2 needs ≥ 24 GB; 7.5B parameters need 120 GB (mixed Adam, 16Ψ)."""
+    assert training_memory_bytes(1_500_000_000, "mixed", "adam").total == 24e9
+    assert training_memory_bytes(7_500_000_000, "mixed", "adam").total == 120e9
+
+
+def test_korthikanti_activation_formula_by_its_parts():
+    s, b, h, a = 2, 1, 4, 2
+    attention = 11 * s * b * h + 5 * a * s * s * b
+    assert transformer_layer_activation_bytes(b, s, h, a) == attention + 19 * s * b * h + 4 * s * b * h
+    assert transformer_layer_activation_bytes(b, s, h, a, "selective") == 34 * s * b * h
+    assert transformer_layer_activation_bytes(b, s, h, a, "full") == 2 * s * b * h
+    assert transformer_layer_activation_bytes(b, s, h, a, value_bytes=4) == 66 * s * b * h + 9 * a * s * s * b
+    # GPT-3 175B, s = 2048, b = 1: 34·sbh + 5·a·s²·b = 0.856 GB + 2.01 GB per layer
+    assert transformer_layer_activation_bytes(1, 2048, 12288, 96) == pytest.approx(2.869e9, rel=1e-3)
+
+
+def test_transformer_params_match_the_published_sizes():
+    assert TRANSFORMER_SHAPES["GPT-3 175B"].n_params == pytest.approx(175e9, rel=0.01)
+    assert TRANSFORMER_SHAPES["GPT-2 XL (1.5B)"].n_params == pytest.approx(1.56e9, rel=0.01)
+    assert transformer_params(1, 2, 3) == 12 * 4 + 13 * 2 + 6
+    shape = TRANSFORMER_SHAPES["Llama-2 7B shape"]
+    full = transformer_training_bytes(shape, 1, 4096, "mixed", "adam", "full")
+    assert full.activations == 32 * 2 * 4096 * 4096 and full.total == 16 * shape.n_params + full.activations
+
+
+@pytest.mark.parametrize("width, n_blocks, batch", [(64, 8, 256), (128, 8, 64), (64, 16, 64)])
+def test_measured_allocation_within_ten_percent_of_the_estimate(width, n_blocks, batch):
+    g = np.random.default_rng(0)
+    x = xp.asarray(g.normal(size=(batch, 32)).astype(np.float32))
+    labels = xp.asarray(g.integers(0, 10, batch))
+
+    def two_steps():
+        model, optimizer = make_mlp(32, width, n_blocks, 10), Adam(1e-3)
+        for _ in range(2):
+            train_step(model, optimizer, x, labels)
+        return model, optimizer  # both kept, so their arrays count as still allocated
+
+    _, peak, kept = measure_peak_bytes(two_steps)
+    estimate = mlp_step_bytes(32, width, n_blocks, 10, batch)
+    assert peak == pytest.approx(estimate.total, rel=0.10)
+    states = estimate.total - estimate.activations - estimate.workspace
+    assert kept == pytest.approx(states, rel=0.02)  # weights, grads, m, v stay; the rest was freed
+
+
+def test_bad_inputs_name_the_parameter():
+    with pytest.raises(ValueError, match="precision"):
+        training_memory_bytes(10, "fp8")
+    with pytest.raises(ValueError, match="n_params"):
+        training_memory_bytes(-1)
+    with pytest.raises(ValueError, match="recompute"):
+        transformer_layer_activation_bytes(1, 1, 1, 1, "some")
+
+
+def test_format_bytes():
+    assert format_bytes(1.5e9) == "1.5 GB" and format_bytes(12) == "12 B"

@@ -1,0 +1,58 @@
+"""Does checkpointing give the same gradients with the predicted memory and recompute?"""
+
+import numpy as np
+import pytest
+
+from mlsys_lab.backend import asnumpy, xp
+from mlsys_lab.training_memory.recompute import (
+    forward_backward,
+    optimal_segment_length,
+    predicted_peak_bytes,
+    recompute_time_ratio,
+)
+from mlsys_lab.training_memory.training import make_mlp
+
+N_BLOCKS, WIDTH, BATCH, D_IN, CLASSES = 12, 16, 32, 8, 4
+
+
+@pytest.fixture(scope="module")
+def setup():
+    g = np.random.default_rng(0)
+    model = make_mlp(D_IN, WIDTH, N_BLOCKS, CLASSES)
+    x = xp.asarray(g.normal(size=(BATCH, D_IN)).astype(np.float32))
+    labels = xp.asarray(g.integers(0, CLASSES, BATCH))
+    stats = forward_backward(model, x, labels)
+    reference = [asnumpy(p.grad) for p in model.parameters]
+    return model, x, labels, stats, reference
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 12])
+def test_same_gradients_peak_and_recompute_as_predicted(setup, k):
+    model, x, labels, plain, reference = setup
+    stats = forward_backward(model, x, labels, k)
+    for got, want in zip((asnumpy(p.grad) for p in model.parameters), reference, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    assert stats.loss == pytest.approx(plain.loss)
+    block, checkpoint = 5 * BATCH * WIDTH * 4, BATCH * WIDTH * 4
+    stem, head = BATCH * D_IN * 4, BATCH * (WIDTH + CLASSES) * 4
+    assert stats.peak_activation_bytes == predicted_peak_bytes(N_BLOCKS, k, block, checkpoint, stem, head)
+    last = N_BLOCKS - (-(-N_BLOCKS // k) - 1) * k
+    assert stats.n_block_forwards == N_BLOCKS + (N_BLOCKS - last)
+
+
+def test_sqrt_n_optimum_and_four_thirds():
+    """Chen et al. 2016: with s = c the best peak is 2√n − 1 at k ≈ √n; one more forward costs 4/3."""
+    for n in (16, 100, 400):
+        k = optimal_segment_length(n, 1.0, 1.0)
+        assert predicted_peak_bytes(n, k, 1.0, 1.0) == 2 * np.sqrt(n) - 1
+        assert np.sqrt(n) / 2 <= k <= 2 * np.sqrt(n)  # a flat optimum: several k tie
+    assert predicted_peak_bytes(100, 1, 1.0, 1.0) == 100  # k = 1 and k = n both keep ~n units
+    assert predicted_peak_bytes(100, 100, 1.0, 1.0) == 100
+    assert predicted_peak_bytes(100, optimal_segment_length(100, 4.0, 1.0), 4.0, 1.0) == 39  # 2√(n·c·s) − 1
+    assert recompute_time_ratio(16, 16) == 1.0
+    assert recompute_time_ratio(10**6, 1) == pytest.approx(4 / 3, rel=1e-5)
+
+
+def test_bad_segment_length_is_named():
+    with pytest.raises(ValueError, match="segment_length"):
+        predicted_peak_bytes(4, 5, 1.0, 1.0)
