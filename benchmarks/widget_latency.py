@@ -35,14 +35,13 @@ def import_seconds(statement: str, runs: int = 5) -> float:
 
 def update_latencies(cls, rounds: int = 3) -> tuple[list[float], list[float]]:
     """Wall-clock and CPU seconds of each update (CPU time is what a busy machine does not inflate)."""
-    from mlsys_lab.widgets import other_value
 
     explorer = cls()
     wall, cpu = [], []
     for _ in range(rounds):
         for name, control in explorer.controls.items():
             before = control.value
-            for value in (other_value(control), before):
+            for value in (explorer.another_value(name), before):
                 start_wall, start_cpu = time.perf_counter(), time.process_time()
                 explorer.set(**{name: value})
                 wall.append(time.perf_counter() - start_wall)

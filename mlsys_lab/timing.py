@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from mlsys_lab import backend
+from mlsys_lab.units import format_seconds
 from mlsys_lab.validation import check_int
 
 
@@ -38,14 +39,6 @@ class Timing:
 
     def __str__(self) -> str:
         return f"median {format_seconds(self.median)} (min {format_seconds(self.min)}, {len(self.samples)} runs)"
-
-
-def format_seconds(seconds: float) -> str:
-    """Format a duration with a sensible unit: 12.3 µs, 4.56 ms, 1.20 s."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
 
 
 L2_FLUSH_BYTES = 512 * 2**20  # for ``flush_bytes``: larger than the L2 cache of any current GPU (H200: 60 MiB)

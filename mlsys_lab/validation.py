@@ -89,3 +89,35 @@ def check_divides(name: str, value: int, *, of_name: str, of_value: int) -> int:
         shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
         raise ValueError(f"{name} must divide {of_name}={of_value} (allowed: {shown}); got {value}")
     return value
+
+
+# --- checking a result against its reference ----------------------------------------------------------
+
+def relative_error(got, expected) -> float:
+    """‖got − expected‖_F / ‖expected‖_F in float64, for arrays of either backend (NumPy or CuPy).
+
+    The error every kernel and approximation in the course is checked by: scale-free, and small
+    for a float32 result of a float64 reference (about 1e-7 per operation).
+    """
+    import numpy as np
+
+    from mlsys_lab import backend
+
+    got64 = np.asarray(backend.asnumpy(got), dtype=np.float64)
+    exp64 = np.asarray(backend.asnumpy(expected), dtype=np.float64)
+    if got64.shape != exp64.shape:
+        raise ValueError(f"got must have the shape of expected {exp64.shape}; got {got64.shape}")
+    return float(np.linalg.norm(got64 - exp64) / max(np.linalg.norm(exp64), 1e-300))
+
+
+def max_relative_error(got, expected) -> float:
+    """max |got − expected| / max |expected| in float64: the worst element, scaled by the largest one."""
+    import numpy as np
+
+    from mlsys_lab import backend
+
+    got64 = np.asarray(backend.asnumpy(got), dtype=np.float64)
+    exp64 = np.asarray(backend.asnumpy(expected), dtype=np.float64)
+    if got64.shape != exp64.shape:
+        raise ValueError(f"got must have the shape of expected {exp64.shape}; got {got64.shape}")
+    return float(np.abs(got64 - exp64).max() / max(np.abs(exp64).max(), 1e-30))

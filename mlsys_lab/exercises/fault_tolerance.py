@@ -14,7 +14,8 @@ import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
 from mlsys_lab.fault_tolerance.checkpoint_io import chunks_of, write_atomic
-from mlsys_lab.fault_tolerance.reliability import DAY, HOUR, expected_goodput
+from mlsys_lab.fault_tolerance.reliability import expected_goodput
+from mlsys_lab.units import DAY, HOUR
 
 
 def reference_checkpoint_interval(n_gpus: int, gpu_mttf_hours: float, checkpoint_seconds: float) -> float:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from mlsys_lab.exercises import Case, check, rng
-
-BYTES_PER_DTYPE = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+from mlsys_lab.units import BYTES_PER_DTYPE
 
 
 def reference_tensor_bytes(shape: tuple[int, ...], dtype: str) -> float:

@@ -28,8 +28,6 @@ import numpy as np
 from mlsys_lab import records
 from mlsys_lab.validation import check_int, check_number, check_positive
 
-MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
-
 
 # --- failure arithmetic ----------------------------------------------------------------------------
 def cluster_mttf(component_mttf: float, n_components: int) -> float:
@@ -175,10 +173,3 @@ def _intervals(interval):
     return tau
 
 
-def format_duration(seconds: float) -> str:
-    """A duration in the unit a person would use: 14.4 min, 3.09 h, 5.8 days."""
-    s = check_number("seconds", seconds, low=0.0)
-    for unit, scale in (("days", DAY), ("h", HOUR), ("min", MINUTE)):
-        if s >= 2 * scale if unit != "min" else s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s:.3g} s"

@@ -7,7 +7,8 @@ from typing import Callable
 
 import numpy as np
 
-from mlsys_lab.timing import benchmark, format_seconds
+from mlsys_lab.timing import benchmark
+from mlsys_lab.units import format_seconds
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlsys_lab.hardware import Hardware
+from mlsys_lab.units import bytes_per_element
 from mlsys_lab.validation import check_choice, check_int, check_number
 
 OP_CLASSES = ("elementwise", "tensor", "reduction", "transform")
 
-BYTES_PER_DTYPE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 
 # FLOP per output element of the elementwise operators the course uses (conventions above).
 ELEMENTWISE_FLOPS = {
@@ -78,12 +78,6 @@ def _bpe(bytes_per_element) -> float:
 
 def _dim(name: str, value) -> int:
     return check_int(name, value, low=1)
-
-
-def dtype_bytes(dtype: str) -> int:
-    """Bytes per element of a dtype name (``"fp32"`` -> 4)."""
-    check_choice("dtype", dtype, BYTES_PER_DTYPE)
-    return BYTES_PER_DTYPE[dtype]
 
 
 def elementwise_cost(
@@ -273,7 +267,7 @@ def catalogue_cost(op_name: str, size: int, dtype: str = "fp32") -> OpCost:
     """
     check_choice("op_name", op_name, CATALOGUE)
     n = check_int("size", size, low=1, high=1 << 20)
-    b = dtype_bytes(dtype)
+    b = bytes_per_element(dtype)
     if op_name in ("relu", "gelu"):
         return elementwise_cost(n * n, 1, ELEMENTWISE_FLOPS[op_name], b, op_name)
     if op_name == "add":

@@ -20,7 +20,7 @@ from mlsys_lab.operators.functional import causal_mask, matmul, relu, softmax, t
 from mlsys_lab.operators.ir import trace
 from mlsys_lab.operators.passes import fuse_elementwise, replace_attention
 from mlsys_lab.timing import benchmark
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_int, max_relative_error
 
 
 def elementwise_chain(a, b, c):
@@ -40,12 +40,6 @@ def attention_block(q, k, v):
 
 def _random(shape: tuple[int, ...], seed: int) -> Any:
     return xp.asarray(np.random.default_rng(seed).standard_normal(shape, dtype=np.float32))
-
-
-def max_relative_error(got: Any, expected: Any) -> float:
-    """max |got - expected| / max |expected| (a scale-free error for float32 results)."""
-    got, expected = backend.asnumpy(got).astype(np.float64), backend.asnumpy(expected).astype(np.float64)
-    return float(np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-30))
 
 
 def copy_bandwidth_bytes_per_s(n_elements: int, repeat: int = 10) -> float:

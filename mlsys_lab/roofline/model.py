@@ -22,9 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlsys_lab.units import bytes_per_element
 from mlsys_lab.validation import check_int, check_positive
-
-BYTES_PER_ELEMENT = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 
 
 # ------------------------------------------------------------------------------------- the roofline
@@ -96,10 +95,8 @@ def bound(intensity: float, peak_flops: float, bandwidth: float) -> str:
 
 
 # ------------------------------------------------------------------------------- operator costs
-def _bytes(dtype: str) -> int:
-    if dtype not in BYTES_PER_ELEMENT:
-        raise ValueError(f"dtype must be one of {', '.join(BYTES_PER_ELEMENT)}; got {dtype!r}")
-    return BYTES_PER_ELEMENT[dtype]
+def _bytes(dtype: str) -> float:
+    return bytes_per_element(dtype)
 
 
 def matmul_cost(m: int, n: int, k: int, dtype: str = "fp32") -> Cost:

@@ -218,9 +218,3 @@ def _measure_gpu(fn: Callable[[], Any]) -> tuple[Any, int, int]:
     return result, hook.peak, hook.live
 
 
-def format_bytes(n_bytes: float) -> str:
-    """Human units, powers of 1000 (as GPU datasheets count): 1.5 GB, 230 MB, 12 kB."""
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n_bytes) >= scale:
-            return f"{n_bytes / scale:.3g} {unit}"
-    return f"{n_bytes:.0f} B"

@@ -21,7 +21,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import check_choice, check_int, relative_error
 
 SCHEMES = ("symmetric", "asymmetric")
 GRANULARITIES = ("tensor", "channel", "group")
@@ -91,12 +91,6 @@ def dequantize(q: Quantized) -> np.ndarray:
     if q.zero_points is not None:
         codes = codes - q.zero_points[..., None]
     return (codes * q.scales[..., None]).reshape(q.codes.shape)
-
-
-def relative_error(approx: np.ndarray, exact: np.ndarray) -> float:
-    """‖approx − exact‖_F / ‖exact‖_F."""
-    exact = np.asarray(exact, dtype=np.float64)
-    return float(np.linalg.norm(np.asarray(approx, dtype=np.float64) - exact) / np.linalg.norm(exact))
 
 
 # --- NF4 ---------------------------------------------------------------------------------------

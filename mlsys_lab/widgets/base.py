@@ -100,6 +100,23 @@ class Explorer:
             self._holding = False
         return self.update()
 
+    def another_value(self, name: str) -> Any:
+        """A different legal value for control ``name``: the far end of a slider, another option of a menu.
+
+        Benchmarks and tests move every control with it; ``ex.set(**{name: ex.another_value(name)})``.
+        """
+        control = self.controls[name]
+        ranged = (widgets.IntSlider, widgets.FloatSlider, widgets.FloatLogSlider, widgets.BoundedIntText,
+                  widgets.BoundedFloatText)
+        if isinstance(control, ranged):
+            return control.max if control.value != control.max else control.min
+        if isinstance(control, (widgets.Dropdown, widgets.RadioButtons, widgets.ToggleButtons, widgets.Select)):
+            options = [o[1] if isinstance(o, tuple) else o for o in control.options]
+            return next((o for o in options if o != control.value), control.value)
+        if isinstance(control, (widgets.Checkbox, widgets.ToggleButton)):
+            return not control.value
+        return control.value
+
     def _on_change(self, _change: dict) -> None:
         if not self._holding:
             self.update()

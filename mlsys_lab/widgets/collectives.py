@@ -13,7 +13,7 @@ from matplotlib.patches import Rectangle
 from mlsys_lab.collectives import cost, simulate
 from mlsys_lab.collectives import overlap as overlap_model
 from mlsys_lab.collectives import topology as topologies
-from mlsys_lab.timing import format_seconds
+from mlsys_lab.units import format_seconds
 from mlsys_lab.validation import check_int
 from mlsys_lab.widgets.base import Explorer, log_slider, slider
 

@@ -6,17 +6,16 @@ import ipywidgets as widgets
 import numpy as np
 
 from mlsys_lab.fault_tolerance.reliability import (
-    DAY,
     cluster_mttf,
     daly_interval,
     expected_goodput,
     first_order_goodput,
-    format_duration,
     optimal_interval,
     young_daly_interval,
 )
 from mlsys_lab.fault_tolerance.simulate import simulate_goodput
 from mlsys_lab.fault_tolerance.storage import burst_write_seconds, checkpoint_bytes, tiered_checkpoint
+from mlsys_lab.units import DAY, format_duration
 from mlsys_lab.validation import check_int
 from mlsys_lab.widgets.base import Explorer, log_slider
 

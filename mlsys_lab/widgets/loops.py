@@ -9,7 +9,8 @@ import numpy as np
 
 from mlsys_lab.loops.cache_model import simulate_matmul_misses
 from mlsys_lab.loops.matmul import ORDER_CODES, flop, matmul_blocked
-from mlsys_lab.timing import benchmark, format_seconds
+from mlsys_lab.timing import benchmark
+from mlsys_lab.units import format_seconds
 from mlsys_lab.validation import check_choice
 from mlsys_lab.widgets.base import Explorer
 

@@ -10,7 +10,7 @@ from mlsys_lab.hardware import PRESETS
 from mlsys_lab.operators import PIPELINE, Graph, layout, trace
 from mlsys_lab.operators import cost as ops
 from mlsys_lab.operators.memory_plan import liveness, lower_bound_bytes
-from mlsys_lab.timing import format_seconds
+from mlsys_lab.units import format_seconds
 from mlsys_lab.widgets.base import Explorer
 
 CLASS_COLOURS = {

@@ -9,7 +9,7 @@ import numpy as np
 
 from mlsys_lab.hardware import PRESETS, Hardware
 from mlsys_lab.roofline import model as roofline
-from mlsys_lab.timing import format_seconds
+from mlsys_lab.units import format_seconds
 from mlsys_lab.widgets.base import Explorer, log_slider
 
 OPERATORS = ("matmul", "linear layer (batch x d)", "elementwise add", "softmax", "sum")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
-from mlsys_lab.exercises.start_here import BYTES_PER_DTYPE
 from mlsys_lab.hardware import PRESETS, links_of, transfer_seconds
-from mlsys_lab.timing import format_seconds
+from mlsys_lab.units import BYTES_PER_DTYPE, format_seconds
 from mlsys_lab.validation import check_int
 from mlsys_lab.widgets.base import Explorer, log_slider
 

@@ -11,9 +11,9 @@ from mlsys_lab.training_memory.accounting import (
     PRECISIONS,
     RECOMPUTE,
     TRANSFORMER_SHAPES,
-    format_bytes,
     transformer_training_bytes,
 )
+from mlsys_lab.units import format_bytes
 from mlsys_lab.widgets.base import Explorer, slider
 
 PARTS = ("weights", "gradients", "master weights", "optimizer state", "activations")

@@ -3,7 +3,8 @@
 import pytest
 
 from mlsys_lab import backend
-from mlsys_lab.timing import Timing, benchmark, format_seconds
+from mlsys_lab.timing import Timing, benchmark
+from mlsys_lab.units import format_seconds
 
 
 def test_benchmark_runs_warmup_plus_repeat_times():

@@ -79,7 +79,7 @@ def test_catalogue_covers_the_four_classes():
         (lambda: ops.matmul_cost(0, 4, 4), "m must be an integer >= 1"),
         (lambda: ops.matmul_cost(4, 4, 4, bytes_per_element=0), "bytes_per_element"),
         (lambda: ops.catalogue_cost("fft", 8), "op_name must be one of"),
-        (lambda: ops.dtype_bytes("fp7"), "dtype must be one of"),
+        (lambda: ops.bytes_per_element("fp7"), "dtype must be one of"),
         (lambda: ops.reduction_cost(10, 3), "n_outputs must divide"),
         (lambda: ops.concat_cost([]), "sizes"),
     ],

@@ -6,7 +6,6 @@ import pytest
 from mlsys_lab.backend import xp
 from mlsys_lab.training_memory.accounting import (
     TRANSFORMER_SHAPES,
-    format_bytes,
     measure_peak_bytes,
     mlp_step_bytes,
     training_memory_bytes,
@@ -15,6 +14,7 @@ from mlsys_lab.training_memory.accounting import (
     transformer_training_bytes,
 )
 from mlsys_lab.training_memory.training import Adam, make_mlp, train_step
+from mlsys_lab.units import format_bytes
 
 
 def test_bytes_per_parameter():

@@ -7,7 +7,7 @@ being listed.
 import ipywidgets as widgets
 import pytest
 
-from mlsys_lab.widgets import discover_explorers, other_value
+from mlsys_lab.widgets import discover_explorers
 
 EXPLORERS = discover_explorers()
 
@@ -25,7 +25,7 @@ def test_explorer_builds_and_survives_every_control(cls, capsys):
     assert explorer.readout, "an explorer shows at least one number"
     for name, control in explorer.controls.items():
         before = control.value
-        explorer.set(**{name: other_value(control)})
+        explorer.set(**{name: explorer.another_value(name)})
         # Either a good update or a message in place; never an exception, never an "internal" error.
         assert explorer.error is None or not explorer.error.split(":")[0].endswith("Error"), explorer.error
         explorer.set(**{name: before})
@@ -65,7 +65,18 @@ def test_labels_stay_inside_the_picture_as_controls_move(cls):
     explorer = cls()
     for name, control in explorer.controls.items():
         before = control.value
-        for value in (other_value(control), before):
+        for value in (explorer.another_value(name), before):
             explorer.set(**{name: value})
             if explorer.error is None:
                 assert not _cut_off_texts(explorer), f"{name}={value!r}: cut off {_cut_off_texts(explorer)}"
+
+
+def test_every_lesson_widget_module_is_listed():
+    """Does lesson_modules() list every widgets/<slug>.py (it imports them by name, not by string)?"""
+    import pkgutil
+
+    import mlsys_lab.widgets as package
+    from mlsys_lab.widgets import lesson_modules
+
+    on_disk = {info.name for info in pkgutil.iter_modules(package.__path__)} - {"base"}
+    assert {m.__name__.rsplit(".", 1)[1] for m in lesson_modules()} == on_disk

@@ -73,13 +73,6 @@ def tunable_space(BM=(32, 64, 128), BN=(32, 64, 128), BK=(8, 16, 32), TM=(2, 4, 
     return [c for c in configs if c.problem() is None]
 
 
-def relative_error(got, expected) -> float:
-    """||got - expected||_F / ||expected||_F, on NumPy copies."""
-    got = np.asarray(backend.asnumpy(got), dtype=np.float64)
-    expected = np.asarray(backend.asnumpy(expected), dtype=np.float64)
-    return float(np.linalg.norm(got - expected) / np.linalg.norm(expected))
-
-
 def matmul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """A @ B in float64 (the answer every kernel is checked against)."""
     return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)

@@ -120,13 +120,6 @@ def sgemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)).astype(np.float32)
 
 
-def relative_error(got, expected) -> float:
-    """||got - expected||_F / ||expected||_F, in float64 (arrays from either backend)."""
-    got64 = backend.asnumpy(got).astype(np.float64)
-    exp64 = backend.asnumpy(expected).astype(np.float64)
-    return float(np.linalg.norm(got64 - exp64) / np.linalg.norm(exp64))
-
-
 def sgemm(a, b, step: str | SgemmStep = "warptile_db", out=None):
     """C = A @ B with one kernel of the progression, on the GPU (``GPUUnavailable`` on a CPU).
 
