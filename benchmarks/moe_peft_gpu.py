@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from mlsys_lab import backend
-from mlsys_lab.backend import asnumpy, xp
+from mlsys_lab.backend import xp
 from mlsys_lab.kernels.moe.expert_ffn import (
     expert_slots,
     moe_ffn_grouped,
@@ -27,8 +27,10 @@ from mlsys_lab.kernels.moe.expert_ffn import (
     moe_ffn_loop,
     moe_ffn_padded_batched,
 )
+from mlsys_lab.moe.gating import top_k_gating
 from mlsys_lab.peft.finetune import inference_variants
 from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark
+from mlsys_lab.validation import max_relative_error
 
 MOE_LAYERS = {  # name: (n_experts, top_k, d_model, d_ff)
     "Mixtral-8x7B-like (8 experts, top-2, 4096x14336)": (8, 2, 4096, 14336),
@@ -50,13 +52,10 @@ def _normal(shape):
 
 
 def device_routing(n_tokens: int, n_experts: int, top_k: int, d_model: int, d_ff: int, dtype, seed: int = 1):
-    """Like moe_kernels.random_routing, but drawn on the device: a 256-expert layer's weights are 15 GB."""
+    """Like mlsys_lab.moe.synthetic.random_routing, but drawn on the device: a 256-expert layer's weights are 15 GB."""
     xp.random.seed(seed)
-    logits = _normal((n_tokens, n_experts))
-    idx = xp.argsort(-logits, axis=1)[:, :top_k]
-    gate = xp.take_along_axis(logits, idx, axis=1)
-    gate = xp.exp(gate - gate.max(axis=1, keepdims=True))
-    gate = (gate / gate.sum(axis=1, keepdims=True)).astype(dtype)
+    idx, gate = top_k_gating(_normal((n_tokens, n_experts)), top_k)
+    gate = gate.astype(dtype)
     x = _normal((n_tokens, d_model)).astype(dtype)
     w1 = (_normal((n_experts, d_model, d_ff)) * d_model**-0.5).astype(dtype)
     w2 = (_normal((n_experts, d_ff, d_model)) * d_ff**-0.5).astype(dtype)
@@ -83,12 +82,6 @@ def moe_cases(dtype):
             yield fields, device_routing(n_tokens, n_experts, top_k, d_model, d_ff, dtype)
             if backend.on_gpu:
                 xp.get_default_memory_pool().free_all_blocks()
-
-
-def max_relative_error(got, reference) -> float:
-    """max |got − reference| / max |reference|, in float64 on the host."""
-    got, reference = asnumpy(got).astype(np.float64), asnumpy(reference).astype(np.float64)
-    return float(np.abs(got - reference).max() / np.abs(reference).max())
 
 
 def moe_rows(partial_file: Path | None = None) -> list[dict]:

@@ -16,16 +16,14 @@ import numpy as np
 from tqdm import tqdm
 
 from mlsys_lab import backend
+from mlsys_lab.kernels.training_memory.int8_matmul import int8_weight_matmul, int8_weight_matmul_reference
+from mlsys_lab.nn import Adam
 from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark
 from mlsys_lab.training_memory.accounting import measure_peak_bytes, mlp_step_bytes
-from mlsys_lab.training_memory.quantize import (
-    int8_weight_matmul,
-    int8_weight_matmul_reference,
-    quantize,
-    relative_error,
-)
-from mlsys_lab.training_memory.recompute import forward_backward
-from mlsys_lab.training_memory.training import Adam, make_mlp, train_step
+from mlsys_lab.training_memory.quantize import quantize
+from mlsys_lab.training_memory.recompute import checkpoint_sweep, forward_backward
+from mlsys_lab.training_memory.training import make_mlp, random_batch, train_mlp_step
+from mlsys_lab.validation import relative_error
 
 OUT = Path(__file__).resolve().parents[1] / "mlsys_lab" / "data" / "training_memory_gpu.json"
 
@@ -72,9 +70,9 @@ def engine_memory_figures(xp) -> list[dict]:
 
         def run(width=width, n_blocks=n_blocks, x=x, labels=labels):
             model = make_mlp(64, width, n_blocks, 10)
-            optimizer = Adam(1e-3)
+            optimizer = Adam(lr=1e-3)
             for _ in range(2):
-                train_step(model, optimizer, x, labels)
+                train_mlp_step(model, optimizer, x, labels)
             return model
 
         _, peak, _ = measure_peak_bytes(run)
@@ -84,19 +82,18 @@ def engine_memory_figures(xp) -> list[dict]:
     return rows
 
 
-def checkpoint_sweep(xp, n_blocks: int = 16, width: int = 1024, batch: int = 4096) -> dict:
-    generator = np.random.default_rng(0)
+def checkpoint_sweep_figures(n_blocks: int = 16, width: int = 1024, batch: int = 4096) -> dict:
+    """Tape peak, block forwards and step time at every segment length, and each step's measured peak."""
     model = make_mlp(64, width, n_blocks, 10)
-    x = xp.asarray(generator.standard_normal((batch, 64), dtype=np.float32))
-    labels = xp.asarray(generator.integers(0, 10, batch))
+    x, labels = random_batch(batch, 64, 10)
+    sweep = checkpoint_sweep(model, x, labels, warmup=2, repeat=10)
     rows = []
-    for k in tqdm(range(1, n_blocks + 1), desc="checkpoint sweep"):
-        stats = forward_backward(model, x, labels, k)
-        timing = benchmark(lambda k=k: forward_backward(model, x, labels, k), warmup=2, repeat=10)
-        _, peak, _ = measure_peak_bytes(lambda k=k: forward_backward(model, x, labels, k))
-        rows.append({"segment_length": k, "peak_tape_bytes": stats.peak_activation_bytes,
-                     "measured_step_peak_bytes": peak, "n_block_forwards": stats.n_block_forwards,
-                     "step_seconds": timing.median})
+    for k, tape_peak, forwards, seconds in tqdm(zip(sweep.segment_lengths, sweep.peak_activation_bytes,
+                                                    sweep.n_block_forwards, sweep.step_seconds, strict=True),
+                                                total=n_blocks, desc="checkpoint sweep: measured peaks"):
+        _, peak, _ = measure_peak_bytes(lambda k=int(k): forward_backward(model, x, labels, k))
+        rows.append({"segment_length": int(k), "peak_tape_bytes": int(tape_peak), "measured_step_peak_bytes": peak,
+                     "n_block_forwards": int(forwards), "step_seconds": float(seconds)})
     return {"n_blocks": n_blocks, "width": width, "batch": batch, "rows": rows}
 
 
@@ -120,7 +117,7 @@ def main() -> None:
     if "engine" in parts:
         record["engine_memory"] = engine_memory_figures(xp)
     if "sweep" in parts:
-        record["checkpoint_sweep"] = checkpoint_sweep(xp)
+        record["checkpoint_sweep"] = checkpoint_sweep_figures()
     args.out.write_text(json.dumps(record, indent=1))
     print(json.dumps(record, indent=1))
 

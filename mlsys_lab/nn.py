@@ -1,12 +1,16 @@
-"""The small pieces the fine-tuning and mixture-of-experts lessons train with, written out by hand.
+"""The small network toolkit the training lessons build on, written out by hand: initial values, softmax,
+losses with their gradients, GELU, accuracy, mini-batches, and the two optimizers SGD and Adam.
 
 Parameters live in a ``dict[str, array]`` of ``xp`` arrays (NumPy on CPU, CuPy on GPU). Gradients
 are a dict with the same keys. Initial values come from a NumPy generator and are then moved to
-``xp``, so a seed gives the same starting model on both backends.
+``xp``, so a seed gives the same starting model on both backends. The optimizers update the
+parameter arrays in place, so a model that holds those arrays elsewhere (lesson 06's autodiff
+Tensors) sees the update.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,6 +19,7 @@ from mlsys_lab.backend import xp
 from mlsys_lab.validation import check_int, check_positive
 
 Params = dict  # name -> xp array
+GELU_C = math.sqrt(2.0 / math.pi)  # √(2/π), the tanh approximation's constant
 
 
 def init_normal(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> object:
@@ -43,25 +48,66 @@ def cross_entropy(logits, labels) -> tuple[float, object]:
     return loss, grad / n
 
 
+def mse_loss(prediction, target) -> tuple[float, object]:
+    """L = ½ · mean((ŷ − y)²) over every element, and dL/dŷ = (ŷ − y) / N (N: number of elements)."""
+    diff = prediction - target
+    return float(0.5 * xp.mean(diff * diff)), diff / diff.size
+
+
+def gelu(x):
+    """GELU, tanh form (Hendrycks & Gimpel 2016): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    return 0.5 * x * (1 + xp.tanh(GELU_C * (x + 0.044715 * x**3)))
+
+
+def gelu_grad(x):
+    """d gelu / dx of the tanh form: 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²), t the tanh."""
+    t = xp.tanh(GELU_C * (x + 0.044715 * x**3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x**2)
+
+
 def accuracy(logits, labels) -> float:
     """Fraction of rows whose largest logit is the label."""
     return float((logits.argmax(axis=-1) == labels).mean())
 
 
+# --- optimizers (梯度下降): step(params, grads) updates the parameter arrays in place -------------
+
+@dataclass
+class SGD:
+    """θ ← θ − η·g. No state."""
+
+    lr: float = 0.1
+    trainable: tuple[str, ...] | None = None  # None: every name in ``grads``
+
+    def step(self, params: Params, grads: Params) -> None:
+        for name in self.trainable or tuple(grads):
+            params[name] -= self.lr * grads[name]
+
+    @property
+    def state_bytes(self) -> int:
+        return 0
+
+
 @dataclass
 class Adam:
-    """Adam (Kingma & Ba 2015) over the ``trainable`` names of a parameter dict.
+    """Adam (Kingma & Ba 2015): per-parameter step size from running moments of the gradient.
 
-    m ← β1 m + (1−β1) g;  v ← β2 v + (1−β2) g²;  p ← p − lr · m̂ / (√v̂ + ε) with bias-corrected m̂, v̂.
-    It keeps two fp32 moments per trainable value: that is the optimizer memory fine-tuning saves.
+        m ← β1·m + (1−β1)·g          first moment: the recent direction (一阶矩, "方向趋势")
+        v ← β2·v + (1−β2)·g²         second moment: the recent magnitude (二阶矩, "波动幅度")
+        θ ← θ − η · m̂ / (√v̂ + ε)     m̂, v̂: m, v divided by (1 − βᵗ) to undo the zero start
+
+    It keeps m and v, of each parameter's shape, for the whole run: two fp32 moments per trainable
+    value, 2 × the model's size of state, which is the optimizer memory fine-tuning saves. The
+    update runs in place with one scratch array of the parameter's size (fused optimizers avoid
+    even that), so a step's memory is the state plus that one array.
     """
 
-    trainable: tuple[str, ...]
+    trainable: tuple[str, ...] | None = None  # None: every name in ``grads``
     lr: float = 1e-2
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
-    step_count: int = 0
+    step_count: int = 0  # t in the paper: the bias correction reads it
     m: dict = field(default_factory=dict)
     v: dict = field(default_factory=dict)
 
@@ -70,20 +116,30 @@ class Adam:
 
     def step(self, params: Params, grads: Params) -> None:
         self.step_count += 1
-        t = self.step_count
-        for name in self.trainable:
-            g = grads[name]
+        correction1, correction2 = 1 - self.beta1 ** self.step_count, 1 - self.beta2 ** self.step_count
+        for name in self.trainable or tuple(grads):
+            p, g = params[name], grads[name]
             if name not in self.m:
-                self.m[name], self.v[name] = xp.zeros_like(g), xp.zeros_like(g)
-            self.m[name] = self.beta1 * self.m[name] + (1 - self.beta1) * g
-            self.v[name] = self.beta2 * self.v[name] + (1 - self.beta2) * g * g
-            m_hat = self.m[name] / (1 - self.beta1**t)
-            v_hat = self.v[name] / (1 - self.beta2**t)
-            params[name] -= self.lr * m_hat / (xp.sqrt(v_hat) + self.eps)
+                self.m[name], self.v[name] = xp.zeros_like(p), xp.zeros_like(p)
+            m, v = self.m[name], self.v[name]
+            scratch = g * g
+            v *= self.beta2
+            scratch *= 1 - self.beta2
+            v += scratch
+            m *= self.beta1
+            xp.multiply(g, 1 - self.beta1, out=scratch)
+            m += scratch
+            xp.divide(v, correction2, out=scratch)
+            xp.sqrt(scratch, out=scratch)
+            scratch += self.eps
+            xp.divide(m, scratch, out=scratch)
+            scratch *= self.lr / correction1
+            p -= scratch
 
-    def state_bytes(self, params: Params) -> int:
-        """Bytes of optimizer state: two moments of each trainable parameter."""
-        return 2 * sum(int(params[name].size) * params[name].itemsize for name in self.trainable)
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of optimizer state held now: m and v of every parameter stepped so far."""
+        return sum(int(self.m[name].nbytes + self.v[name].nbytes) for name in self.m)
 
 
 def n_values(params: Params, names) -> int:

@@ -40,7 +40,7 @@ def orthonormalize(matrix: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Problem:
+class LeastSquaresProblem:
     """Multi-output least squares split over workers: worker w holds (X_w: s×n, Y_w: s×m)."""
 
     features: list[np.ndarray]
@@ -53,9 +53,9 @@ class Problem:
         return float(sum((r**2).sum() for r in residual) / (2 * sum(len(r) for r in residual)))
 
 
-def make_problem(
+def make_least_squares_problem(
     n_workers: int = 4, n_in: int = 32, n_out: int = 16, samples_per_worker: int = 256, seed: int = 0
-) -> Problem:
+) -> LeastSquaresProblem:
     """A random linear teacher; each worker's inputs are scaled differently (non-identical data)."""
     n_workers = check_int("n_workers", n_workers, low=1, high=16)
     g = np.random.default_rng(seed)
@@ -66,7 +66,7 @@ def make_problem(
         x = g.standard_normal((samples_per_worker, n_in)) * scale
         features.append(x)
         targets.append(x @ true_weights + 0.01 * g.standard_normal((samples_per_worker, n_out)))
-    return Problem(features, targets, true_weights)
+    return LeastSquaresProblem(features, targets, true_weights)
 
 
 @dataclass
@@ -79,8 +79,8 @@ class TrainingRun:
     bytes_per_step: float  # per rank, counted by the simulated network
 
 
-def train(
-    problem: Problem,
+def train_compressed(
+    problem: LeastSquaresProblem,
     method: str = "none",
     error_feedback: bool = True,
     steps: int = 200,
@@ -147,7 +147,7 @@ def train(
 
 
 def train_stale(
-    problem: Problem, staleness: int, steps: int = 200, lr: float = 0.05, batch: int = 32, seed: int = 0
+    problem: LeastSquaresProblem, staleness: int, steps: int = 200, lr: float = 0.05, batch: int = 32, seed: int = 0
 ) -> np.ndarray:
     """Losses of data-parallel SGD where each worker's gradient may be up to ``staleness`` steps old.
 

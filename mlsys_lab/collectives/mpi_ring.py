@@ -1,6 +1,6 @@
 """The course's ring all-reduce on MPI point-to-point, checked and timed against ``MPI.Allreduce``.
 
-Run it under mpiexec (``mlsys_lab.collectives.launch.run_mpi`` does)::
+Run it under mpiexec (``mlsys_lab.collectives.launch.ring_benchmark`` does, through ``mlsys_lab.mpi.run_mpi``)::
 
     mpiexec -n 4 python -m mlsys_lab.collectives.mpi_ring --sizes 4096,1048576 --repeat 10
 
@@ -18,6 +18,8 @@ import platform
 import statistics
 
 import numpy as np
+
+from mlsys_lab.validation import max_relative_error
 
 
 def ring_allreduce_mpi(comm, send: np.ndarray, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
@@ -82,8 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.warmup):
             ring()
             native()
-        error = float(np.abs(ours - theirs).max() / max(np.abs(theirs).max(), 1e-30))
-        error = comm.allreduce(error, op=MPI.MAX)
+        error = comm.allreduce(max_relative_error(ours, theirs), op=MPI.MAX)
         ring_samples = _time(comm, ring, args.repeat, args.budget_s)
         mpi_samples = _time(comm, native, args.repeat, args.budget_s)
         rows.append(

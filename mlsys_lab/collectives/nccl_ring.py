@@ -18,6 +18,8 @@ import json
 import os
 import statistics
 
+from mlsys_lab.validation import max_relative_error
+
 LOCAL_RANK_VARIABLES = (
     "OMPI_COMM_WORLD_LOCAL_RANK",
     "MPI_LOCALRANKID",
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
                 stop.synchronize()
                 samples.append(world.allreduce(xp.cuda.get_elapsed_time(start, stop) / 1e3, op=MPI.MAX))
             timings[label] = statistics.median(samples)
-        error = float(xp.abs(ours - theirs).max() / xp.abs(theirs).max())
+        error = max_relative_error(ours, theirs)
         rows.append(
             {
                 "n_bytes": int(send.nbytes),

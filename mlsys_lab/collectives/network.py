@@ -14,6 +14,17 @@ import numpy as np
 from mlsys_lab.validation import check_int, check_number
 
 
+def array_module(*arrays):
+    """NumPy, or CuPy when any of ``arrays`` lives on the GPU (:func:`mlsys_lab.backend.module_of`).
+
+    The backend is imported here, not at the top: ``python -m mlsys_lab.collectives.nccl_ring``
+    imports this package before it chooses its GPU, and the backend takes a device when imported.
+    """
+    from mlsys_lab.backend import module_of
+
+    return module_of(*arrays)
+
+
 class Network:
     """Point-to-point links between ``n_ranks`` simulated ranks that count every byte."""
 
@@ -49,11 +60,11 @@ class Network:
             )
         received = []
         for src, dst, (_, _, array) in zip(sources, destinations, messages, strict=False):
-            array = np.asarray(array)
+            array = array_module(array).asarray(array)  # NumPy or CuPy: the message stays where it lives
             self.bytes_sent[src] += array.nbytes
             self.bytes_received[dst] += array.nbytes
             received.append(array.copy())
-        self.round_max_bytes.append(max(int(np.asarray(a).nbytes) for _, _, a in messages))
+        self.round_max_bytes.append(max(int(a.nbytes) for a in received))
         return received
 
     def time_seconds(self, alpha: float, beta: float) -> float:
@@ -94,12 +105,15 @@ def make_result(outputs, net: Network, snapshots=None) -> CollectiveResult:
 
 
 def check_buffers(buffers, same_length: bool = True) -> list[np.ndarray]:
-    """One 1-D array per rank (equal length and dtype unless ``same_length`` is False), else ValueError."""
+    """One 1-D array per rank (equal length and dtype unless ``same_length`` is False), else ValueError.
+
+    NumPy arrays (and lists) come back as NumPy arrays, CuPy arrays stay on the GPU.
+    """
     if not isinstance(buffers, (list, tuple)) or len(buffers) < 1:
         raise ValueError(
             f"buffers must be a non-empty list with one 1-D array per rank; got {type(buffers).__name__}"
         )
-    arrays = [np.asarray(b) for b in buffers]
+    arrays = [array_module(b).asarray(b) for b in buffers]
     for rank, array in enumerate(arrays):
         if array.ndim != 1:
             raise ValueError(f"buffers[{rank}] must be a 1-D array; got shape {array.shape}")

@@ -8,13 +8,17 @@ message and receives at most one message per round (single-port, full-duplex). A
 sum :mod:`mlsys_lab.collectives.cost` writes in closed form.
 
 Chunks are ``np.array_split`` pieces: any length works, chunk sizes differ by at most one element.
+Buffers may be NumPy or CuPy arrays; messages stay in the module they came from. Lesson 08's
+:mod:`mlsys_lab.parallelism.comm` runs these very functions on N-D tensors.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from mlsys_lab.collectives.network import CollectiveResult, Network, check_buffers, make_result
+from mlsys_lab.collectives.network import CollectiveResult, Network, array_module, check_buffers, make_result
 from mlsys_lab.validation import check_int
 
 
@@ -65,7 +69,7 @@ def ring_allreduce(buffers: list[np.ndarray], record: bool = False) -> Collectiv
     arrays = check_buffers(buffers)
     p, net = len(arrays), Network(len(arrays))
     work = [a.copy() for a in arrays]
-    views = [np.array_split(w, p) for w in work]  # views into work: in-place adds update it
+    views = [array_module(w).array_split(w, p) for w in work]  # views into work: in-place adds update it
     snapshots = [("start", 0, [w.copy() for w in work])] if record else None
     _ring_reduce_scatter(views, net, offset=0, snapshots=snapshots, work=work)
     for step in range(p - 1):  # all-gather: rank r forwards the finished chunk (r + 1 − s)
@@ -173,7 +177,7 @@ def reduce_scatter(buffers: list[np.ndarray]) -> CollectiveResult:
     arrays = check_buffers(buffers)
     p, net = len(arrays), Network(len(arrays))
     work = [a.copy() for a in arrays]
-    views = [np.array_split(w, p) for w in work]
+    views = [array_module(w).array_split(w, p) for w in work]
     _ring_reduce_scatter(views, net, offset=1)
     return make_result([views[r][r].copy() for r in range(p)], net)
 
@@ -189,7 +193,7 @@ def all_gather(buffers: list[np.ndarray]) -> CollectiveResult:
         messages = [(r, (r + 1) % p, blocks[r][(r - step) % p]) for r in range(p)]
         for (src, dst, _), data in zip(messages, net.exchange(messages), strict=False):
             blocks[dst][(src - step) % p] = data
-    return make_result([np.concatenate(b) for b in blocks], net)
+    return make_result([array_module(*b).concatenate(b) for b in blocks], net)
 
 
 def broadcast(buffers: list[np.ndarray], root: int = 0) -> CollectiveResult:
@@ -219,16 +223,30 @@ def all_to_all(buffers: list[np.ndarray]) -> CollectiveResult:
     blocks addressed to j in rank order.
     """
     arrays = check_buffers(buffers, same_length=False)
-    p, net = len(arrays), Network(len(arrays))
-    blocks = [np.array_split(a, p) for a in arrays]
+    result = all_to_all_pieces([array_module(a).array_split(a, len(arrays)) for a in arrays])
+    result.outputs = [array_module(*inbox).concatenate(inbox) for inbox in result.outputs]
+    return result
+
+
+def all_to_all_pieces(send: list[list]) -> CollectiveResult:
+    """Pairwise all-to-all of addressed pieces: ``send[i][j]`` (any shape and size) goes from rank i to rank j.
+
+    The same p−1 rounds as :func:`all_to_all`. ``outputs[j]`` is the list ``[send[0][j], …, send[p−1][j]]``
+    as rank j received it (MoE dispatch: each rank sends each expert's rank a different number of tokens).
+    """
+    p = len(send)
+    if p < 1 or any(len(row) != p for row in send):
+        raise ValueError(f"send must be a p x p nested list of arrays; got {p} rows of lengths "
+                         f"{[len(row) for row in send]}")
+    net = Network(p)
     inbox = [[None] * p for _ in range(p)]
     for r in range(p):
-        inbox[r][r] = blocks[r][r].copy()
+        inbox[r][r] = array_module(send[r][r]).asarray(send[r][r]).copy()
     for shift in range(1, p):
-        messages = [(r, (r + shift) % p, blocks[r][(r + shift) % p]) for r in range(p)]
+        messages = [(r, (r + shift) % p, send[r][(r + shift) % p]) for r in range(p)]
         for (src, dst, _), data in zip(messages, net.exchange(messages), strict=False):
             inbox[dst][src] = data
-    return make_result([np.concatenate(b) for b in inbox], net)
+    return make_result(inbox, net)
 
 
 def ring_contributions(n_ranks: int) -> list[tuple[str, int, np.ndarray]]:
@@ -244,3 +262,25 @@ def ring_contributions(n_ranks: int) -> list[tuple[str, int, np.ndarray]]:
         (phase, step, ((np.array(values)[:, :, None] & bits) != 0).sum(axis=2))
         for phase, step, values in result.snapshots
     ]
+
+
+@dataclass(frozen=True)
+class RingState:
+    """The ring all-reduce after ``step`` rounds: ``contributions[r, c]`` = inputs summed in rank r's chunk c."""
+
+    n_ranks: int
+    step: int
+    phase: str  # "start", "reduce-scatter" or "all-gather"
+    contributions: np.ndarray  # (p, p) ints in 1..p
+    bytes_sent_per_rank: float  # so far, for a vector of ``vector_bytes``: one chunk n/p per round
+
+
+def ring_state(n_ranks: int, step: int, vector_bytes: float = 2**20) -> RingState:
+    """The ring on p ranks after ``step`` of its 2(p−1) rounds (:func:`ring_contributions`).
+
+    Each round every rank sends one chunk, n/p bytes of an n-byte vector: step·n/p so far.
+    """
+    p = check_int("n_ranks", n_ranks, low=2, high=62)
+    step = check_int("step", step, low=0, high=2 * (p - 1))
+    phase, _, counts = ring_contributions(p)[step]
+    return RingState(p, step, phase, counts, step * vector_bytes / p)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
-from mlsys_lab.operators import cost as ops
 from mlsys_lab.operators import functional as F
+from mlsys_lab.operators.cost import matmul_cost
 from mlsys_lab.operators.ir import FUSABLE, Graph, trace
 from mlsys_lab.operators.memory_plan import (
     Interval,
@@ -16,6 +16,7 @@ from mlsys_lab.operators.memory_plan import (
     plan_conflicts,
     plan_greedy_by_size,
 )
+from mlsys_lab.units import bytes_per_element
 
 
 def check_matmul_intensity(fn) -> None:
@@ -26,15 +27,16 @@ def check_matmul_intensity(fn) -> None:
         Case(
             "m=1, n=k=4096, bf16 (a GEMV)",
             (1, 4096, 4096, 2),
-            expected=ops.matmul_cost(1, 4096, 4096, 2).intensity,
+            expected=matmul_cost(1, 4096, 4096, "bf16").intensity,
         ),
     ]
     g = rng()
     for _ in range(10):
         m, n, k = (int(v) for v in g.integers(1, 9000, 3))
-        b = int(g.choice([1, 2, 4, 8]))
+        dtype = str(g.choice(["fp8", "bf16", "fp32", "fp64"]))  # 1, 2, 4, 8 bytes per element
+        b = int(bytes_per_element(dtype))
         cases.append(
-            Case(f"m={m}, n={n}, k={k}, {b} B", (m, n, k, b), expected=ops.matmul_cost(m, n, k, b).intensity)
+            Case(f"m={m}, n={n}, k={k}, {b} B", (m, n, k, b), expected=matmul_cost(m, n, k, dtype).intensity)
         )
     check("matmul_intensity", fn, cases)
 

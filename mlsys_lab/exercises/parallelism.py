@@ -68,7 +68,8 @@ def check_tp_mlp(fn) -> None:
     """``fn(x, w1, w2, n_ranks, log)`` -> list of per-rank outputs of GeLU(x W1) W2, Megatron-style.
 
     Budget: exactly one ``comm.all_reduce`` (of the (b, s, d) output) and no other collective, so at
-    most 2(p−1)/p · x.nbytes bytes sent per rank: weights must be partitioned, never gathered.
+    most what a ring sends for x, 2(p−1)/p · x.nbytes per rank (2(p−1) chunks of ⌈x.size/p⌉ elements
+    when p does not divide x.size): weights must be partitioned, never gathered.
     """
     g = rng()
     cases = []
@@ -80,7 +81,7 @@ def check_tp_mlp(fn) -> None:
         w1, w2 = xp.asarray(g.normal(size=(d, f))), xp.asarray(g.normal(size=(f, d)))
         expected = asnumpy(mlp(x, w1, w2)[0])
         log = comm.CommLog()
-        budget_bytes = 2 * (p - 1) / p * x.nbytes
+        budget_bytes = 2 * (p - 1) * -(-x.size // p) * x.itemsize  # the ring's busiest rank
 
         def inspect(outs, log=log, p=p, budget_bytes=budget_bytes):
             if log.calls.get("all_reduce", 0) != 1 or set(log.calls) - {"all_reduce"}:

@@ -6,6 +6,7 @@ import math
 
 from mlsys_lab.exercises import Case, check, rng
 from mlsys_lab.hardware import PRESETS
+from mlsys_lab.units import BYTES_PER_DTYPE
 
 HARDWARE = list(PRESETS.values())
 
@@ -50,7 +51,7 @@ def check_classify_bound(fn) -> None:
         hw = HARDWARE[int(g.integers(len(HARDWARE)))]
         dtype = list(hw.peak_flop_per_s)[int(g.integers(len(hw.peak_flop_per_s)))]
         m, n, k = (int(v) for v in g.integers(1, 8192, size=3))
-        e = 2 if dtype in ("bf16", "fp16") else 4
+        e = BYTES_PER_DTYPE[dtype]
         flop, n_bytes = 2.0 * m * n * k, float(e * (m * k + k * n + m * n))
         args = (flop, n_bytes, hw.peak(dtype), hw.memory_bandwidth_bytes_per_s)
         cases.append(Case(f"matmul {m}x{n}x{k} {dtype} on {hw.name}", args, expected=reference_bound(*args)))
@@ -71,7 +72,7 @@ def check_compute_bound_batch(fn) -> None:
     for _ in range(10):
         hw = HARDWARE[int(g.integers(len(HARDWARE)))]
         dtype = list(hw.peak_flop_per_s)[int(g.integers(len(hw.peak_flop_per_s)))]
-        e = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}[dtype]
+        e = BYTES_PER_DTYPE[dtype]
         d = int(g.choice([256, 1024, 2048, 4096, 5120, 8192, 12288, 16384]))
         args = (d, hw.peak(dtype), hw.memory_bandwidth_bytes_per_s, e)
         cases.append(Case(f"d={d}, {hw.name} {dtype}", args, expected=reference_compute_bound_batch(*args)))

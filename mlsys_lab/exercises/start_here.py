@@ -3,19 +3,9 @@
 from __future__ import annotations
 
 from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.operators.cost import elementwise_cost
+from mlsys_lab.start_here.transfers import tensor_bytes
 from mlsys_lab.units import BYTES_PER_DTYPE
-
-
-def reference_tensor_bytes(shape: tuple[int, ...], dtype: str) -> float:
-    n = 1
-    for dim in shape:
-        n *= dim
-    return n * BYTES_PER_DTYPE[dtype]
-
-
-def reference_add_intensity(n: int, bytes_per_element: int) -> float:
-    # c = a + b: n additions; read a and b, write c.
-    return n / (3 * n * bytes_per_element)
 
 
 def check_tensor_bytes(fn) -> None:
@@ -27,15 +17,18 @@ def check_tensor_bytes(fn) -> None:
     for _ in range(10):
         shape = tuple(int(d) for d in g.integers(1, 300, size=g.integers(1, 5)))
         dtype = dtypes[int(g.integers(len(dtypes)))]
-        cases.append(Case(f"shape={shape}, {dtype}", (shape, dtype), expected=reference_tensor_bytes(shape, dtype)))
+        cases.append(Case(f"shape={shape}, {dtype}", (shape, dtype), expected=tensor_bytes(shape, dtype)))
     check("tensor_bytes", fn, cases)
 
 
 def check_add_intensity(fn) -> None:
-    """``fn(n, bytes_per_element)`` -> FLOP per byte of c = a + b over n elements."""
+    """``fn(n, bytes_per_element)`` -> FLOP per byte of c = a + b over n elements (n additions; a and b read,
+    c written: 3 n b bytes)."""
     cases = [Case("n=1000, 4 bytes", (1000, 4), expected=1 / 12)]
     g = rng()
     for _ in range(8):
-        n, b = int(g.integers(1, 10**7)), int(g.choice([1, 2, 4, 8]))
-        cases.append(Case(f"n={n}, {b} bytes", (n, b), expected=reference_add_intensity(n, b)))
+        n, dtype = int(g.integers(1, 10**7)), str(g.choice(["fp8", "bf16", "fp32", "fp64"]))
+        b = int(BYTES_PER_DTYPE[dtype])
+        expected = elementwise_cost(n, n_inputs=2, dtype=dtype).intensity
+        cases.append(Case(f"n={n}, {b} bytes", (n, b), expected=expected))
     check("add_intensity", fn, cases)

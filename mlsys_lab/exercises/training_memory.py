@@ -11,7 +11,8 @@ from mlsys_lab.training_memory.accounting import (
     transformer_params,
 )
 from mlsys_lab.training_memory.diff_modes import numerical_gradient
-from mlsys_lab.training_memory.quantize import dequantize, quantize, relative_error
+from mlsys_lab.training_memory.quantize import dequantize, quantize
+from mlsys_lab.validation import relative_error
 
 
 def reference_layer_norm_backward(x: np.ndarray, grad_out: np.ndarray, eps: float = 1e-5) -> np.ndarray:

@@ -27,7 +27,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from mlsys_lab.validation import check_int, check_positive
+from mlsys_lab.validation import check_choice, check_int, check_positive
 
 CHUNK_BYTES = 1 << 20
 ARRAYS = ("w1", "b1", "w2", "b2")
@@ -68,8 +68,12 @@ def init_state(config: TrainConfig) -> dict:
     return state
 
 
-def train_step(state: dict, x: np.ndarray, y: np.ndarray, config: TrainConfig) -> float:
-    """One Adam step on the next mini-batch (in place); a new permutation at each epoch's end."""
+def resumable_train_step(state: dict, x: np.ndarray, y: np.ndarray, config: TrainConfig) -> float:
+    """One Adam step of the resumable run on the next mini-batch, in place; a new permutation at each epoch's end.
+
+    Everything it reads and changes (weights, Adam's m, v and step, the data order and its generator) is in
+    ``state``, so a checkpoint of ``state`` is all a resume needs. Returns the mini-batch's mean squared error.
+    """
     if state["position"] + config.batch > config.n_samples:
         order = np.random.default_rng()
         order.bit_generator.state = state["rng"]
@@ -165,6 +169,19 @@ def state_digest(state: dict) -> str:
     return hashlib.sha256(state_to_bytes(state)).hexdigest()
 
 
+def uninterrupted_digests(total_steps: int, config: TrainConfig | None = None) -> dict[int, str]:
+    """{step: :func:`state_digest`} after every step of a run that is never killed, in memory (no disk):
+    the reference a killed and resumed run must match bit for bit."""
+    config = config or TrainConfig()
+    total = check_int("total_steps", total_steps, low=1)
+    x, y = make_data(config)
+    state, digests = init_state(config), {}
+    while state["step"] < total:
+        resumable_train_step(state, x, y, config)
+        digests[state["step"]] = state_digest(state)
+    return digests
+
+
 def run(folder: str | os.PathLike, total_steps: int, every: int, config: TrainConfig | None = None,
         writer: Callable = write_atomic, pause_between_chunks: float = 0.0,
         die_mid_write_at_step: int | None = None, on_step: Callable[[int], None] | None = None) -> dict:
@@ -181,7 +198,7 @@ def run(folder: str | os.PathLike, total_steps: int, every: int, config: TrainCo
     x, y = make_data(config)
     state = load_checkpoint(path) if path.exists() else init_state(config)
     while state["step"] < total:
-        train_step(state, x, y, config)
+        resumable_train_step(state, x, y, config)
         if on_step is not None:
             on_step(state["step"])
         if state["step"] % every == 0 or state["step"] == total:
@@ -247,8 +264,6 @@ def measure_checkpoint_stalls(state_bytes: int, n_checkpoints: int, folder: str 
     checkpoints the loop does ``step_seconds_between`` of NumPy work that mutates the state, so a
     background write overlaps with training as it would in a real run.
     """
-    from mlsys_lab.validation import check_choice
-
     check_choice("mode", mode, ("blocking", "async"))
     n_bytes = check_int("state_bytes", state_bytes, low=1024)
     check_positive("step_seconds_between", step_seconds_between)

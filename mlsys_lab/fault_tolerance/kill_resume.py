@@ -3,7 +3,8 @@
 The run (:func:`mlsys_lab.fault_tolerance.checkpoint_io.run`) goes to a child process made with ``os.fork``; the
 parent kills it (after a delay, once it reports a given step, or from inside a checkpoint write),
 restarts it from whatever checkpoint is on disk, and records that checkpoint's step and digest. The
-uninterrupted run's digests at the same steps are the reference: equal digests mean a resumed run is
+uninterrupted run's digests at the same steps (:func:`~mlsys_lab.fault_tolerance.checkpoint_io.uninterrupted_digests`)
+are the reference: equal digests mean a resumed run is
 bitwise identical. POSIX only (Linux, macOS, WSL).
 """
 

@@ -107,6 +107,22 @@ def first_order_goodput(interval, checkpoint_seconds: float, restart_seconds: fl
     return np.maximum(1.0 - c / tau - (tau / 2 + r) / m, 0.0)
 
 
+def product_goodput(interval, checkpoint_seconds: float, restart_seconds: float, mttf_seconds: float):
+    """τ/(τ + C) · (1 − (τ/2 + R)/M), clipped at 0: the share of wall time spent on work, times the share
+    of that work a failure does not throw away (half an interval plus the restart, once per MTTF).
+
+    The same first-order model as :func:`first_order_goodput`, written as a product of the two shares
+    instead of a sum of wastes (they agree to first order in C/τ and (τ/2 + R)/M); lesson 08 states
+    goodput this way (Meta's MAST: the fraction of wall-clock time that yields kept progress).
+    ``interval`` may be an array (seconds).
+    """
+    tau = _intervals(interval)
+    c = check_number("checkpoint_seconds", checkpoint_seconds, low=0.0)
+    r = check_number("restart_seconds", restart_seconds, low=0.0)
+    m = check_positive("mttf_seconds", mttf_seconds)
+    return np.maximum(tau / (tau + c) * (1 - (tau / 2 + r) / m), 0.0)
+
+
 def expected_goodput(interval, checkpoint_seconds: float, restart_seconds: float, mttf_seconds: float):
     """Exact goodput of the exponential model: τ / (M·e^{R/M}·(e^{(τ+C)/M} − 1)).
 

@@ -1,11 +1,15 @@
 """Loop transformations as real CPU kernels (numba), their legality, and a small cache model.
 
 * :mod:`.dependence`: distance vectors; legality of interchange, tiling, skewing, fusion, unroll-and-jam.
-* :mod:`.cache_model`: cache misses of a matmul loop nest, by the textbook formula and by simulation.
+* :mod:`.cache_model`: cache misses of a matmul loop nest, by the textbook formula and by simulation
+  (:func:`miss_curves`: every loop order over the explorer's tiles).
 * :mod:`.single`: unrolling, vectorization, peeling, parallelization, fusion on one loop.
 * :mod:`.matmul`: interchange, tiling, unroll-and-jam and a register-blocked micro-kernel on matmul.
 * :mod:`.wavefront`: skewing a dynamic-programming recurrence into parallel wavefronts.
-* :mod:`.measure`: before/after timing of a transformation, and the recorded benchmark runs.
+* :mod:`.measure`: before/after timing of a transformation, the blocked matmul measured beside the cache
+  model, and the FLOP/s of the recorded CPU and GPU matmul ladders.
+
+The GPU versions of these loops are in :mod:`mlsys_lab.kernels.loops.launchers`.
 
 Importing this package compiles nothing; each kernel compiles (or loads from numba's cache) on its
 first call.
@@ -13,7 +17,9 @@ first call.
 
 from mlsys_lab.loops.cache_model import (
     LOOP_ORDERS,
+    TILES,
     inner_stride,
+    miss_curves,
     misses_per_iteration,
     simulate_matmul_misses,
     tile_fits,
@@ -30,9 +36,18 @@ from mlsys_lab.loops.dependence import (
     tiling_legal,
     unroll_and_jam_legal,
 )
+from mlsys_lab.loops.measure import (
+    blocked_sweep,
+    compare,
+    cpu_ladder_rates,
+    gpu_ladder_rates,
+    measure_blocked,
+)
 
 __all__ = [
-    "LOOP_ORDERS", "inner_stride", "misses_per_iteration", "simulate_matmul_misses", "tile_fits",
+    "LOOP_ORDERS", "TILES", "inner_stride", "miss_curves", "misses_per_iteration", "simulate_matmul_misses",
+    "tile_fits",
     "fusion_legal", "interchange_legal", "is_legal", "legal_orders", "lexicographically_positive",
     "parallel_loops", "permute", "skew", "tiling_legal", "unroll_and_jam_legal",
+    "compare", "measure_blocked", "blocked_sweep", "cpu_ladder_rates", "gpu_ladder_rates",
 ]

@@ -14,12 +14,17 @@ The notebook checks both against measured run times.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
+from mlsys_lab.loops.matmul import ORDER_CODES
 from mlsys_lab.validation import check_choice, check_int
 
 LOOP_ORDERS = ("ijk", "ikj", "jik", "jki", "kij", "kji")
+TILES = (4, 8, 16, 32, 64, 128)  # the tile sides the loop-order explorer offers
+L1_BYTES, LINE_BYTES, WAYS = 32 * 1024, 64, 8  # a typical L1 data cache
 # C[i, j] += A[i, k] * B[k, j]: which loop indices each array's (row, column) uses.
 ARRAY_INDICES = {"A": ("i", "k"), "B": ("k", "j"), "C": ("i", "j")}
 
@@ -114,6 +119,14 @@ def simulate_matmul_misses(n: int, order: str = "ijk", tile: int | None = None, 
     result = {"A": int(misses[0]), "B": int(misses[1]), "C": int(misses[2])}
     result["total"] = sum(result.values())
     return result
+
+
+@functools.lru_cache(maxsize=8)
+def miss_curves(n: int, tiles: tuple[int, ...] = TILES) -> dict[str, np.ndarray]:
+    """Simulated misses per inner iteration (total / n³) of a typical L1 (32 KiB, 64-byte lines, 8 ways), for
+    each loop order of :func:`~mlsys_lab.loops.matmul.matmul_blocked` over ``tiles`` (a tile >= n: untiled)."""
+    return {order: np.array([simulate_matmul_misses(n, order, min(t, n), L1_BYTES, LINE_BYTES, WAYS)["total"]
+                             for t in tiles]) / n**3 for order in ORDER_CODES}
 
 
 def tile_fits(tile: int, cache_bytes: int, element_bytes: int = 8, n_tiles: int = 3) -> bool:

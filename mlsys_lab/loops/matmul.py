@@ -214,13 +214,6 @@ def matmul_microkernel(a: np.ndarray, b: np.ndarray, out: np.ndarray, mr: int = 
     return _compiled_microkernel(mr, nr, bool(slp))(pack_panels(a.T, mr), pack_panels(b, nr), out)
 
 
-def flop(n: int, m: int | None = None, p: int | None = None) -> int:
-    """Floating-point operations of an (n x m) @ (m x p) product: 2 n m p (one multiply, one add)."""
-    m = n if m is None else m
-    p = n if p is None else p
-    return 2 * n * m * p
-
-
 ORDER_CODES = {"ijk": 0, "ikj": 1, "jki": 2}
 
 

@@ -25,7 +25,7 @@ from math import gcd
 
 import numpy as np
 
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_choice, check_int
 
 WARP_SIZE = 32
 SECTOR_BYTES = 32
@@ -107,6 +107,12 @@ def strided_copy_bytes(stride: int, sector_bytes: int = SECTOR_BYTES) -> float:
     return float(sectors * sector_bytes / WARP_SIZE + 4)
 
 
+def strided_copy_seconds(n: int, stride: int, bandwidth: float, sector_bytes: int = SECTOR_BYTES) -> float:
+    """Time the traffic of out[i] = x[i * stride], i < n, takes at ``bandwidth`` bytes/s:
+    n x :func:`strided_copy_bytes` / bandwidth (the floor a measured strided read is compared with)."""
+    return n * strided_copy_bytes(stride, sector_bytes) / bandwidth
+
+
 # ---------------------------------------------------------------------------------- shared memory
 def bank_conflict_degree(word_indices) -> np.ndarray:
     """Passes each warp's shared-memory request takes: max over banks of the distinct words asked of it.
@@ -150,6 +156,39 @@ def transpose_tile_access(tile: int = 32, pad: int = 0, row: int = 0) -> Transpo
     check_int("pad", pad, low=0, high=32)
     width = tile + pad
     return TransposeAccess(store_words=row * width + lanes(), load_words=lanes() * width + row)
+
+
+# ------------------------------------------------------------------------------- one warp, either space
+SPACES = ("global (32-byte sectors)", "shared (32 banks)")
+
+
+@dataclass(frozen=True)
+class WarpAccess:
+    """One warp's request: where each lane goes and what it costs."""
+
+    space: str
+    slots: np.ndarray  # (32,) sector index (global, relative to the first) or bank (shared) of each lane
+    cost: int  # sectors (global) or passes (shared)
+    best_cost: int  # the cost of the contiguous pattern of the same size
+    efficiency: float  # useful bytes / bytes moved (global); 1 / passes (shared)
+
+
+def warp_access(space: str, stride: int, offset: int, element_bytes: int) -> WarpAccess:
+    """Analyse ``x[offset + lane * stride]`` for one warp in ``space`` (one of ``SPACES``), elements of
+    ``element_bytes``: sectors and coalescing efficiency in global memory, bank passes in shared memory."""
+    check_choice("space", space, SPACES)
+    if space == SPACES[0]:
+        addresses = strided_addresses(stride, element_bytes, offset)
+        cost = int(sectors_per_request(addresses, element_bytes)[0])
+        best = int(sectors_per_request(strided_addresses(1, element_bytes), element_bytes)[0])
+        slots = addresses // SECTOR_BYTES - addresses.min() // SECTOR_BYTES
+        efficiency = float(coalescing_efficiency(addresses, element_bytes)[0])
+        return WarpAccess(space, slots, cost, best, efficiency)
+    if element_bytes != BANK_BYTES:
+        raise ValueError(f"element_bytes must be 4 for shared memory (one bank word); got {element_bytes}")
+    words = offset + lanes() * stride
+    cost = int(bank_conflict_degree(words)[0])
+    return WarpAccess(space, words % N_BANKS, cost, 1, 1 / cost)
 
 
 # ------------------------------------------------------------------------------- kernel summaries

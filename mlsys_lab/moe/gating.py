@@ -25,17 +25,38 @@ from mlsys_lab.nn import softmax
 from mlsys_lab.validation import check_int, check_number, check_positive
 
 
+def top_k_experts(scores, k: int):
+    """(T, k) indices of the k largest ``scores`` per token, best first: KeepTopK's selection (Shazeer et al.).
+
+    The one top-k of the course: :func:`top_k_gating`, :func:`switch_gating`, expert parallelism
+    (:mod:`mlsys_lab.parallelism.ep`) and the MPI layer (:mod:`.mpi_dispatch`) all choose experts here.
+    NumPy in, NumPy out; CuPy in, CuPy out.
+    """
+    check_int("k", k, low=1, high=scores.shape[-1])
+    return module_of(scores).argsort(-scores, axis=-1)[:, :k]                # (T, k), best first
+
+
 def top_k_gating(logits, k: int):
     """(indices (T, k), weights (T, k)): the k largest logits per token, renormalised by a softmax over them.
 
     Indices are ordered best first. Softmax over the kept logits equals softmax(KeepTopK(H, k)) of
-    Shazeer et al., where dropped logits are set to −∞.
+    Shazeer et al., where dropped logits are set to −∞; GShard and expert parallelism use these weights.
     """
-    n_experts = logits.shape[-1]
-    check_int("k", k, low=1, high=n_experts)
-    order = xp.argsort(-logits, axis=-1)[:, :k]                                # (T, k), best first
-    kept = xp.take_along_axis(logits, order, axis=-1)
-    return order, softmax(kept)
+    order = top_k_experts(logits, k)                                          # (T, k)
+    kept = module_of(logits).take_along_axis(logits, order, axis=-1)          # (T, k)
+    weights = module_of(kept).exp(kept - kept[:, :1])  # softmax over the k kept: the best one is the row's max
+    return order, weights / weights.sum(axis=-1, keepdims=True)
+
+
+def switch_gating(logits, k: int = 1):
+    """(probs (T, n), indices (T, k), gate (T, k)): Switch Transformer's gate (Fedus et al. 2022, Section 2.1).
+
+    probs = softmax(logits) over all n experts; the k most probable are chosen and each keeps its router
+    probability as its gate value, not renormalised over the k, so the router gets a gradient even for k = 1.
+    """
+    probs = softmax(logits)                                                   # (T, n)
+    indices = top_k_experts(probs, k)                                         # (T, k)
+    return probs, indices, xp.take_along_axis(probs, indices, axis=-1)
 
 
 def noisy_logits(x, w_gate, w_noise, rng: np.random.Generator):
@@ -65,11 +86,13 @@ def expert_capacity(n_tokens: int, n_experts: int, capacity_factor: float, top_k
     return int(math.ceil(round(top_k * n_tokens * capacity_factor / n_experts, 9)))
 
 
-def assign_with_capacity(indices, n_experts: int, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+def assign_with_capacity(indices, n_experts: int, capacity: int, routed=None) -> tuple[np.ndarray, np.ndarray]:
     """Which routed (token, choice) pairs an expert accepts, in GShard/Switch priority order.
 
     All first choices are placed before any second choice; within one choice level, earlier tokens
-    first. Returns (kept (T, k) bool, slot (T, k) int: the position in the expert's buffer, −1 if dropped).
+    first. ``routed`` (T, k) bool, optional: pairs that are sent at all (GShard's random second expert,
+    :func:`gshard_second_expert_mask`); the others take no place and are not kept. Returns (kept (T, k)
+    bool, slot (T, k) int: the position in the expert's buffer, −1 if dropped or not sent).
     Runs on NumPy (a cumulative count per expert).
     """
     idx = np.asarray(indices if isinstance(indices, np.ndarray) else xp.asnumpy(indices))
@@ -77,20 +100,28 @@ def assign_with_capacity(indices, n_experts: int, capacity: int) -> tuple[np.nda
     n_tokens, k = idx.shape
     if idx.size and (idx.min() < 0 or idx.max() >= n_experts):
         raise ValueError(f"indices must lie in [0, {n_experts - 1}] for n_experts={n_experts}")
+    sent = np.ones(idx.shape, dtype=bool) if routed is None else np.asarray(routed, dtype=bool)
+    if sent.shape != idx.shape:
+        raise ValueError(f"routed must have the shape of indices {idx.shape}; got {sent.shape}")
     order = idx.T.reshape(-1)                                   # choice-major: all 1st choices first
-    onehot = order[:, None] == np.arange(n_experts)[None, :]    # (k·T, n)
+    onehot = (order[:, None] == np.arange(n_experts)[None, :]) & sent.T.reshape(-1)[:, None]  # (k·T, n)
     position = (np.cumsum(onehot, axis=0) - 1)[np.arange(order.size), order]
     slot = position.reshape(k, n_tokens).T
-    kept = slot < capacity
+    kept = (slot < capacity) & sent
     return kept, np.where(kept, slot, -1)
 
 
-def drop_fraction(indices, n_experts: int, capacity_factor: float) -> float:
-    """Fraction of routed (token, choice) pairs that overflow at ``capacity_factor``."""
+def drop_fraction(indices, n_experts: int, capacity_factor: float, routed=None) -> float:
+    """Fraction of the sent (token, choice) pairs that overflow at ``capacity_factor`` (all pairs, or ``routed``).
+
+    The capacity is :func:`expert_capacity` of all T tokens at top-k, whether or not a pair is sent.
+    """
     n_tokens, k = indices.shape
     cap = expert_capacity(n_tokens, n_experts, capacity_factor, k)
-    kept, _ = assign_with_capacity(indices, n_experts, cap)
-    return float(1.0 - kept.mean())
+    kept, _ = assign_with_capacity(indices, n_experts, cap, routed)
+    if routed is None:
+        return float(1.0 - kept.mean())
+    return float(1 - kept.sum() / np.asarray(routed, dtype=bool).sum())
 
 
 def gshard_second_expert_mask(weights, rng: np.random.Generator) -> np.ndarray:
@@ -139,45 +170,3 @@ def coefficient_of_variation(load) -> float:
     load = np.asarray(load, dtype=float)
     check_number("mean load", float(load.mean()), low=0, low_inclusive=False)
     return float(load.std() / load.mean())
-
-
-# --- serving: what expert parallelism does to weight traffic and memory ---------------------------
-def expected_active_experts(n_tokens: int, n_experts: int, top_k: int) -> float:
-    """Expected number of distinct experts that ``n_tokens`` tokens activate with uniform top-k routing:
-    n · (1 − (1 − k/n)^T). One token: k; many tokens: all n."""
-    check_int("n_tokens", n_tokens, low=0)
-    check_int("n_experts", n_experts, low=1)
-    check_int("top_k", top_k, low=1, high=n_experts)
-    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** n_tokens)
-
-
-def expert_bytes_per_token(batch_per_device: int, n_devices: int, n_experts: int, top_k: int,
-                           expert_bytes: float, expert_parallel: bool) -> float:
-    """Expert-weight bytes one decode step reads per generated token, per device.
-
-    Replicated experts (data parallel): each device reads every expert its own ``batch_per_device`` tokens
-    activate. Expert parallel: each device holds n_experts / n_devices experts, the all-to-all gathers to it
-    every token (from all devices) routed to them, and it reads each of its active experts once for that
-    whole group: the "same path, one batch" grouping that makes the effective batch per expert n_devices
-    times larger (DeepSpeed-MoE inference, Rajbhandari et al. 2022)."""
-    check_int("batch_per_device", batch_per_device, low=1)
-    check_int("n_devices", n_devices, low=1)
-    check_number("expert_bytes", expert_bytes, low=0)
-    if not expert_parallel:
-        return expected_active_experts(batch_per_device, n_experts, top_k) * expert_bytes / batch_per_device
-    if n_experts % n_devices:
-        raise ValueError(f"n_experts must be divisible by n_devices={n_devices}; got {n_experts}")
-    # the whole group's tokens activate experts uniformly; this device holds 1/n_devices of them
-    active_local = expected_active_experts(batch_per_device * n_devices, n_experts, top_k) / n_devices
-    return active_local * expert_bytes / batch_per_device
-
-
-def expert_memory_per_device(dense_bytes: float, expert_bytes: float, n_experts: int, n_devices: int) -> float:
-    """Weight bytes one device holds with expert parallelism: the dense layers (replicated) plus
-    n_experts / n_devices experts (GShard: each device stores 1/n of the experts)."""
-    check_number("dense_bytes", dense_bytes, low=0)
-    check_number("expert_bytes", expert_bytes, low=0)
-    check_int("n_devices", n_devices, low=1)
-    if check_int("n_experts", n_experts, low=1) % n_devices:
-        raise ValueError(f"n_experts must be divisible by n_devices={n_devices}; got {n_experts}")
-    return dense_bytes + expert_bytes * n_experts / n_devices

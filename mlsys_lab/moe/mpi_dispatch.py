@@ -1,11 +1,12 @@
 """Expert parallelism over real MPI processes: all-to-all dispatch, local experts, all-to-all combine.
 
-Run it under mpiexec (``mlsys_lab.collectives.launch.run_mpi("mlsys_lab.moe.mpi_dispatch", P, [...])`` does)::
+Run it under mpiexec (``mlsys_lab.mpi.run_mpi("mlsys_lab.moe.mpi_dispatch", P, [...])`` does)::
 
     mpiexec -n 2 python -m mlsys_lab.moe.mpi_dispatch --tokens 256 --experts 8 --top-k 2
 
 Every rank builds the same router and experts from one seed and its own tokens from its rank.
-Rank r owns experts [r·n/P, (r+1)·n/P). Each rank routes its tokens (top-k), sorts the (token, choice)
+Rank r owns experts [r·n/P, (r+1)·n/P). Each rank routes its tokens (top-k,
+:func:`mlsys_lab.moe.gating.top_k_gating`), sorts the (token, choice)
 pairs by destination rank, exchanges the counts (``Alltoall``) and then the token vectors
 (``Alltoallv``), runs its experts on what it received, and sends the results back the same way.
 The layer's output is checked against :func:`mlsys_lab.kernels.moe.expert_ffn.moe_ffn_loop` run locally on all
@@ -21,6 +22,8 @@ import statistics
 import numpy as np
 
 from mlsys_lab.kernels.moe.expert_ffn import moe_ffn_loop
+from mlsys_lab.moe.gating import top_k_gating
+from mlsys_lab.validation import max_relative_error
 
 
 def _layer(seed: int, n_experts: int, d_model: int, d_ff: int):
@@ -29,14 +32,6 @@ def _layer(seed: int, n_experts: int, d_model: int, d_ff: int):
     w1 = g.normal(0, d_model**-0.5, size=(n_experts, d_model, d_ff))
     w2 = g.normal(0, d_ff**-0.5, size=(n_experts, d_ff, d_model))
     return w_gate, w1, w2
-
-
-def _route(x: np.ndarray, w_gate: np.ndarray, top_k: int):
-    logits = x @ w_gate
-    idx = np.argsort(-logits, axis=1)[:, :top_k]
-    kept = np.take_along_axis(logits, idx, axis=1)
-    gate = np.exp(kept - kept.max(axis=1, keepdims=True))
-    return idx, gate / gate.sum(axis=1, keepdims=True)
 
 
 def alltoallv(comm, send: np.ndarray, send_counts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -54,7 +49,7 @@ def expert_parallel_layer(comm, x, w_gate, w1, w2, top_k: int, timings: list | N
 
     rank, size = comm.Get_rank(), comm.Get_size()
     per_rank = w1.shape[0] // size
-    idx, gate = _route(x, w_gate, top_k)
+    idx, gate = top_k_gating(x @ w_gate, top_k)
     tokens, choices = np.nonzero(np.ones_like(idx, dtype=bool))             # every (token, choice) pair
     experts = idx[tokens, choices]
     order = np.argsort(experts // per_rank, kind="stable")                  # group by destination rank
@@ -97,9 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     timings: list[float] = []
     for _ in range(args.repeat):
         y = expert_parallel_layer(comm, x, w_gate, w1, w2, args.top_k, timings)
-    idx, gate = _route(x, w_gate, args.top_k)
+    idx, gate = top_k_gating(x @ w_gate, args.top_k)
     reference = moe_ffn_loop(x, idx, gate, w1, w2)                           # all experts, on this rank
-    error = comm.allreduce(float(np.abs(y - reference).max() / np.abs(reference).max()), op=MPI.MAX)
+    error = comm.allreduce(max_relative_error(y, reference), op=MPI.MAX)
     if rank == 0:
         print(json.dumps({"n_ranks": size, "tokens_per_rank": args.tokens, "n_experts": args.experts,
                           "top_k": args.top_k, "d_model": args.d_model, "max_rel_error": error,

@@ -1,4 +1,4 @@
-"""The systems side of mixture of experts: shrinking batches, all-to-all, and parameter accounting.
+"""The systems side of mixture of experts: shrinking batches, all-to-all, parameter accounting, serving.
 
 * Shrinking batch: with B tokens, n experts and top-k routing an expert sees about t = B·k/n tokens.
   Its FFN does 2·t·d·f FLOP per matrix while reading d·f weights, so its arithmetic intensity is
@@ -6,6 +6,8 @@
 * All-to-all costs (flat and hierarchical) live with the other collectives in
   :mod:`mlsys_lab.collectives.cost`; the MoE lesson uses them from there.
 * Accounting: total versus activated parameters of DeepSeek-V3 and GShard, from their configs.
+* Serving: how many experts a decode batch activates, and the expert-weight bytes per token and per
+  device with and without expert parallelism (DeepSpeed-MoE inference, GShard).
 """
 
 from __future__ import annotations
@@ -139,3 +141,45 @@ def dispatch_bytes_per_gpu(tokens_per_gpu: int, top_k: int, d_model: int,
     check_int("d_model", d_model, low=1)
     check_positive("bytes_per_value", bytes_per_value)
     return tokens_per_gpu * top_k * d_model * bytes_per_value
+
+
+# --- serving: what expert parallelism does to weight traffic and memory -----------------------------
+def expected_active_experts(n_tokens: int, n_experts: int, top_k: int) -> float:
+    """Expected number of distinct experts that ``n_tokens`` tokens activate with uniform top-k routing:
+    n · (1 − (1 − k/n)^T). One token: k; many tokens: all n."""
+    check_int("n_tokens", n_tokens, low=0)
+    check_int("n_experts", n_experts, low=1)
+    check_int("top_k", top_k, low=1, high=n_experts)
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** n_tokens)
+
+
+def expert_bytes_per_token(batch_per_device: int, n_devices: int, n_experts: int, top_k: int,
+                           expert_bytes: float, expert_parallel: bool) -> float:
+    """Expert-weight bytes one decode step reads per generated token, per device.
+
+    Replicated experts (data parallel): each device reads every expert its own ``batch_per_device`` tokens
+    activate. Expert parallel: each device holds n_experts / n_devices experts, the all-to-all gathers to it
+    every token (from all devices) routed to them, and it reads each of its active experts once for that
+    whole group: the "same path, one batch" grouping that makes the effective batch per expert n_devices
+    times larger (DeepSpeed-MoE inference, Rajbhandari et al. 2022)."""
+    check_int("batch_per_device", batch_per_device, low=1)
+    check_int("n_devices", n_devices, low=1)
+    check_number("expert_bytes", expert_bytes, low=0)
+    if not expert_parallel:
+        return expected_active_experts(batch_per_device, n_experts, top_k) * expert_bytes / batch_per_device
+    if n_experts % n_devices:
+        raise ValueError(f"n_experts must be divisible by n_devices={n_devices}; got {n_experts}")
+    # the whole group's tokens activate experts uniformly; this device holds 1/n_devices of them
+    active_local = expected_active_experts(batch_per_device * n_devices, n_experts, top_k) / n_devices
+    return active_local * expert_bytes / batch_per_device
+
+
+def expert_memory_per_device(dense_bytes: float, expert_bytes: float, n_experts: int, n_devices: int) -> float:
+    """Weight bytes one device holds with expert parallelism: the dense layers (replicated) plus
+    n_experts / n_devices experts (GShard: each device stores 1/n of the experts)."""
+    check_number("dense_bytes", dense_bytes, low=0)
+    check_number("expert_bytes", expert_bytes, low=0)
+    check_int("n_devices", n_devices, low=1)
+    if check_int("n_experts", n_experts, low=1) % n_devices:
+        raise ValueError(f"n_experts must be divisible by n_devices={n_devices}; got {n_experts}")
+    return dense_bytes + expert_bytes * n_experts / n_devices

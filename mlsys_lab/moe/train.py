@@ -22,14 +22,15 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from mlsys_lab.backend import asnumpy, xp
-from mlsys_lab.moe.gating import expert_fractions, load_balancing_grad, load_balancing_loss
-from mlsys_lab.nn import Adam, Params, accuracy, cross_entropy, init_normal, softmax
+from mlsys_lab.moe.gating import expert_fractions, load_balancing_grad, load_balancing_loss, switch_gating
+from mlsys_lab.nn import Adam, Params, accuracy, cross_entropy, init_normal
 from mlsys_lab.validation import check_int, check_number
 
 
 @dataclass(frozen=True)
-class MoEConfig:
-    """Sizes of the small MoE classifier and its task."""
+class MoEClassifierConfig:
+    """Sizes of the small MoE classifier and its task (the MoE *layer* of expert parallelism is
+    :class:`mlsys_lab.parallelism.ep.MoEConfig`: no task, GeLU experts, renormalised top-k gates)."""
 
     d_in: int = 16
     n_experts: int = 8
@@ -39,9 +40,10 @@ class MoEConfig:
     top_k: int = 1
 
 
-DEFAULT_MOE = MoEConfig()
+DEFAULT_CLASSIFIER = MoEClassifierConfig()
 
-def make_cluster_task(n_examples: int, config: MoEConfig = DEFAULT_MOE, seed: int = 0):
+
+def make_cluster_task(n_examples: int, config: MoEClassifierConfig = DEFAULT_CLASSIFIER, seed: int = 0):
     """(x (n, d) float32, y (n,) int, cluster (n,) int) as ``xp`` arrays; ``seed`` draws the samples."""
     check_int("n_examples", n_examples, low=1)
     task_rng = np.random.default_rng(1234)  # the task (centres, rules) is the same for every sample seed
@@ -54,7 +56,7 @@ def make_cluster_task(n_examples: int, config: MoEConfig = DEFAULT_MOE, seed: in
     return xp.asarray(x.astype(np.float32)), xp.asarray(y), xp.asarray(cluster)
 
 
-def init_moe(config: MoEConfig = DEFAULT_MOE, seed: int = 0) -> Params:
+def init_moe_classifier(config: MoEClassifierConfig = DEFAULT_CLASSIFIER, seed: int = 0) -> Params:
     """Router and expert weights; the router starts small so that early routing is nearly uniform."""
     rng = np.random.default_rng(seed)
     d, n, h, c = config.d_in, config.n_experts, config.d_hidden, config.n_classes
@@ -63,11 +65,9 @@ def init_moe(config: MoEConfig = DEFAULT_MOE, seed: int = 0) -> Params:
             "w2": init_normal(rng, (n, h, c), 1 / math.sqrt(h)), "b2": xp.zeros((n, c), xp.float32)}
 
 
-def moe_forward(params: Params, x, top_k: int = 1):
-    """(out (T, c), cache). Each expert runs only on the tokens routed to it."""
-    probs = softmax(x @ params["w_gate"])                                  # (T, n)
-    idx = xp.argsort(-probs, axis=-1)[:, :top_k]                           # (T, k)
-    gate = xp.take_along_axis(probs, idx, axis=-1)                         # (T, k)
+def moe_classifier_forward(params: Params, x, top_k: int = 1):
+    """(out (T, c), cache). Switch-style gates; each expert runs only on the tokens routed to it."""
+    probs, idx, gate = switch_gating(x @ params["w_gate"], top_k)        # (T, n), (T, k), (T, k)
     out = xp.zeros((x.shape[0], params["w2"].shape[-1]), x.dtype)
     per_expert = []
     for e in range(params["w1"].shape[0]):
@@ -79,7 +79,7 @@ def moe_forward(params: Params, x, top_k: int = 1):
     return out, {"x": x, "probs": probs, "idx": idx, "gate": gate, "per_expert": per_expert}
 
 
-def moe_backward(params: Params, cache: dict, dout, aux_weight: float) -> Params:
+def moe_classifier_backward(params: Params, cache: dict, dout, aux_weight: float) -> Params:
     """Gradients of CE + aux_weight · N Σ fᵢ Pᵢ with respect to every parameter."""
     x, probs, gate = cache["x"], cache["probs"], cache["gate"]
     g = {name: xp.zeros_like(value) for name, value in params.items()}
@@ -113,25 +113,25 @@ class MoERun:
 
 
 def train_moe(aux_weight: float = 0.01, steps: int = 300, batch_size: int = 256, lr: float = 1e-2,
-              config: MoEConfig = DEFAULT_MOE, seed: int = 0) -> MoERun:
+              config: MoEClassifierConfig = DEFAULT_CLASSIFIER, seed: int = 0) -> MoERun:
     """Adam on every parameter; records the expert load at every step."""
     check_number("aux_weight", aux_weight, low=0)
     check_int("steps", steps, low=1)
-    params = init_moe(config, seed)
+    params = init_moe_classifier(config, seed)
     x_all, y_all, _ = make_cluster_task(8192, config, seed)
     opt = Adam(tuple(params), lr=lr)
     rng = np.random.default_rng(seed)
     load, aux, ce = [], [], []
     for _ in tqdm(range(steps), desc=f"MoE α={aux_weight:g}", leave=False):
         idx = xp.asarray(rng.integers(0, x_all.shape[0], size=batch_size))
-        out, cache = moe_forward(params, x_all[idx], config.top_k)
+        out, cache = moe_classifier_forward(params, x_all[idx], config.top_k)
         loss, dout = cross_entropy(out, y_all[idx])
-        opt.step(params, moe_backward(params, cache, dout, aux_weight))
+        opt.step(params, moe_classifier_backward(params, cache, dout, aux_weight))
         load.append(asnumpy(expert_fractions(cache["idx"], config.n_experts)))
         aux.append(load_balancing_loss(cache["probs"], cache["idx"]))
         ce.append(loss)
     x_test, y_test, c_test = make_cluster_task(4096, config, seed + 1)
-    out, cache = moe_forward(params, x_test, config.top_k)
+    out, cache = moe_classifier_forward(params, x_test, config.top_k)
     first = asnumpy(cache["idx"][:, 0])
     c_test = asnumpy(c_test)
     share = np.stack([np.bincount(first[c_test == c], minlength=config.n_experts)

@@ -11,13 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from mlsys_lab.backend import xp
+from mlsys_lab.nn import softmax
 from mlsys_lab.operators.ir import Graph
-
-
-def _softmax(x):
-    shifted = x - x.max(axis=-1, keepdims=True)
-    e = xp.exp(shifted)
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def _causal_mask(x):
@@ -57,7 +52,7 @@ IMPLEMENTATIONS: dict[str, Callable[[list, dict], Any]] = {
     "matmul": lambda v, a: xp.matmul(v[0], v[1]),
     "transpose": lambda v, a: xp.ascontiguousarray(xp.swapaxes(v[0], -1, -2)),
     "reshape": lambda v, a: v[0].reshape(a["shape"]),
-    "softmax": lambda v, a: _softmax(v[0]),
+    "softmax": lambda v, a: softmax(v[0]),
     "causal_mask": lambda v, a: _causal_mask(v[0]),
     "sum": lambda v, a: v[0].sum(axis=-1),
     "layernorm": lambda v, a: _layernorm(v[0], v[1], v[2], a.get("eps", 1e-5)),

@@ -31,23 +31,6 @@ def eliminate_dead_code(graph: Graph) -> Graph:
     return kept
 
 
-def topological_order(nodes: list[Node]) -> list[Node]:
-    """Stable topological sort: among ready nodes, the one that came first in ``nodes`` goes first."""
-    position = {n.name: i for i, n in enumerate(nodes)}
-    done: set[str] = set()
-    ordered: list[Node] = []
-    pending = list(nodes)
-    while pending:
-        ready = [n for n in pending if all(i in done or i not in position for i in n.inputs)]
-        if not ready:
-            raise ValueError("the graph has a cycle")
-        first = min(ready, key=lambda n: position[n.name])
-        ordered.append(first)
-        done.add(first.name)
-        pending.remove(first)
-    return ordered
-
-
 def fusion_groups(graph: Graph) -> list[list[Node]]:
     """Groups of elementwise nodes that one generated loop can compute.
 

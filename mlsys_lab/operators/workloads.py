@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlsys_lab.hardware import H200, Hardware
+from mlsys_lab.operators.cost import OpCost, time_lower_bound_seconds
 from mlsys_lab.validation import check_int, check_number
 
 
@@ -37,19 +38,19 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, head_dim: int, seq_len: int =
 class DecodeStep:
     """One autoregressive step of a decoder-only LLM at batch ``batch`` with ``context`` tokens cached."""
 
-    flops: float          # 2 FLOP per parameter per token (multiply-add), attention over the cache left out
+    flop: float           # 2 FLOP per parameter per token (multiply-add), attention over the cache left out
     weight_bytes: float   # every weight is read once per step, whatever the batch
     kv_bytes: float       # the cache read by the attention layers
     seconds_lower_bound: float  # max(compute time, memory time) on the given hardware
 
     @property
-    def bytes(self) -> float:
+    def n_bytes(self) -> float:
         return self.weight_bytes + self.kv_bytes
 
     @property
     def intensity(self) -> float:
         """FLOP per byte: about ``batch`` for fp16 weights and a short context, far below any GPU's ridge."""
-        return self.flops / self.bytes
+        return self.flop / self.n_bytes
 
 
 def decode_step(n_params: float, kv_bytes_per_token: float, context: int, batch: int = 1,
@@ -59,11 +60,11 @@ def decode_step(n_params: float, kv_bytes_per_token: float, context: int, batch:
     check_number("kv_bytes_per_token", kv_bytes_per_token, low=0)
     check_int("context", context, low=0)
     check_int("batch", batch, low=1)
-    flops = 2.0 * n_params * batch
+    flop = 2.0 * n_params * batch
     weight_bytes = n_params * bytes_per_param
     kv_bytes = kv_bytes_per_token * context * batch
-    seconds = max(flops / hardware.peak(dtype), (weight_bytes + kv_bytes) / hardware.memory_bandwidth_bytes_per_s)
-    return DecodeStep(flops, weight_bytes, kv_bytes, seconds)
+    step = OpCost("decode step", "tensor", flop, weight_bytes + kv_bytes)
+    return DecodeStep(flop, weight_bytes, kv_bytes, time_lower_bound_seconds(step, hardware, dtype))
 
 
 def diffusion_evaluations(n_images: int, steps: int, guidance: bool = True) -> int:

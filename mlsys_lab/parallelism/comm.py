@@ -1,9 +1,11 @@
-"""Simulated collectives over a list of per-rank arrays, counting the bytes each rank sends.
+"""Collectives over a group of simulated ranks holding N-D tensors, with the bytes each sends logged.
 
-A "group" of ``p`` ranks is a Python list of ``p`` arrays. Each collective returns the list every
-rank holds afterwards and, when given a :class:`CommLog`, records what one rank sends under the
-bandwidth-optimal ring algorithm (Patarasuk & Yuan 2009; Thakur et al. 2005), for a buffer of
-``n`` bytes per rank:
+A "group" of ``p`` ranks is a Python list of ``p`` arrays (NumPy or CuPy). The collectives are lesson
+07's (:mod:`mlsys_lab.collectives.simulate`): real ring and pairwise message passing through a
+byte-counting :class:`~mlsys_lab.collectives.network.Network`. This module only adapts them to
+tensors (flattens them, or moves ``axis`` to the front, for the 1-D buffers those functions take,
+and reshapes back) and keeps a :class:`CommLog`. For a buffer of ``n`` bytes per rank (Patarasuk &
+Yuan 2009; Thakur et al. 2005):
 
 ================  ==========================  ===============================
 collective        result on each rank          bytes sent per rank (ring)
@@ -11,12 +13,18 @@ collective        result on each rank          bytes sent per rank (ring)
 all_reduce        sum of all buffers           2 (p-1)/p · n
 reduce_scatter    one 1/p slice of the sum     (p-1)/p · n
 all_gather        concatenation of all         (p-1) · n   (n = one shard)
-all_to_all        slice j of rank i -> rank j  (p-1)/p · n
+all_to_all        slice j of rank i -> rank j  (p-1)/p · n   (pairwise)
 send (p2p)        a buffer to one neighbour    n
 ================  ==========================  ===============================
 
 all_reduce = reduce_scatter then all_gather, which is why ZeRO-1/2 move as many bytes as DDP.
 The partition / replicate primitives of the notes live here too.
+
+What each lesson counts: lesson 07's ``CollectiveResult`` keeps every rank's bytes sent and
+received and the rounds; a :class:`CommLog` keeps, per collective name, the number of calls and the
+sum over calls of what the *busiest* rank sent (the rank that sets the time). When p divides the
+element count every rank sends the table's figure; otherwise ring chunks differ by one element and
+the busiest rank sends a little more.
 """
 
 from __future__ import annotations
@@ -24,13 +32,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from mlsys_lab.backend import xp
+from mlsys_lab.backend import module_of
+from mlsys_lab.collectives import simulate
+from mlsys_lab.collectives.network import CollectiveResult
 from mlsys_lab.validation import check_int
 
 
 @dataclass
 class CommLog:
-    """Bytes sent by one rank and number of calls, per collective name."""
+    """Bytes sent by the busiest rank and number of calls, per collective name."""
 
     bytes_sent: Counter = field(default_factory=Counter)
     calls: Counter = field(default_factory=Counter)
@@ -44,6 +54,11 @@ class CommLog:
         return float(sum(self.bytes_sent.values()))
 
 
+def _log(log: CommLog | None, name: str, result: CollectiveResult) -> None:
+    if log is not None:
+        log.record(name, int(result.bytes_sent.max()))
+
+
 def _check_group(buffers: list, name: str = "buffers") -> int:
     if not isinstance(buffers, (list, tuple)) or len(buffers) < 1:
         raise ValueError(f"{name} must be a non-empty list of per-rank arrays; got {type(buffers).__name__}")
@@ -53,12 +68,16 @@ def _check_group(buffers: list, name: str = "buffers") -> int:
     return len(buffers)
 
 
+def _check_splits(shape: tuple, n_parts: int, axis: int) -> None:
+    if shape[axis] % n_parts:
+        raise ValueError(f"n_parts must divide array.shape[{axis}]={shape[axis]}; got {n_parts}")
+
+
 def partition(array, n_parts: int, axis: int = 0) -> list:
     """Split ``array`` into ``n_parts`` equal pieces along ``axis`` (the notes' *partitioning*)."""
     n_parts = check_int("n_parts", n_parts, low=1)
-    if array.shape[axis] % n_parts:
-        raise ValueError(f"n_parts must divide array.shape[{axis}]={array.shape[axis]}; got {n_parts}")
-    return [piece.copy() for piece in xp.split(array, n_parts, axis=axis)]
+    _check_splits(array.shape, n_parts, axis)
+    return [piece.copy() for piece in module_of(array).split(array, n_parts, axis=axis)]
 
 
 def replicate(array, n_copies: int) -> list:
@@ -68,50 +87,46 @@ def replicate(array, n_copies: int) -> list:
 
 
 def all_reduce(buffers: list, log: CommLog | None = None) -> list:
-    """Every rank ends with the elementwise sum of all ranks' buffers."""
-    p = _check_group(buffers)
-    total = buffers[0].copy()
-    for b in buffers[1:]:
-        total += b
-    if log is not None:
-        log.record("all_reduce", 2 * (p - 1) / p * buffers[0].nbytes)
-    return [total.copy() for _ in range(p)]
+    """Every rank ends with the elementwise sum of all ranks' buffers (ring: reduce-scatter, all-gather)."""
+    _check_group(buffers)
+    shape = buffers[0].shape
+    result = simulate.ring_allreduce([b.reshape(-1) for b in buffers])
+    _log(log, "all_reduce", result)
+    return [out.reshape(shape) for out in result.outputs]
 
 
 def reduce_scatter(buffers: list, axis: int = 0, log: CommLog | None = None) -> list:
-    """Rank ``r`` ends with slice ``r`` (along ``axis``) of the sum of all buffers."""
+    """Rank ``r`` ends with slice ``r`` (along ``axis``) of the sum of all buffers (ring)."""
     p = _check_group(buffers)
-    total = buffers[0].copy()
-    for b in buffers[1:]:
-        total += b
-    if log is not None:
-        log.record("reduce_scatter", (p - 1) / p * buffers[0].nbytes)
-    return partition(total, p, axis=axis)
+    _check_splits(buffers[0].shape, p, axis)
+    xp = module_of(*buffers)
+    front = [xp.moveaxis(b, axis, 0) for b in buffers]                       # p × (k, ...)
+    result = simulate.reduce_scatter([f.reshape(-1) for f in front])
+    _log(log, "reduce_scatter", result)
+    piece = (front[0].shape[0] // p, *front[0].shape[1:])                   # (k/p, ...)
+    return [xp.ascontiguousarray(xp.moveaxis(out.reshape(piece), 0, axis)) for out in result.outputs]
 
 
 def all_gather(shards: list, axis: int = 0, log: CommLog | None = None) -> list:
-    """Every rank ends with all ranks' shards concatenated along ``axis``."""
+    """Every rank ends with all ranks' shards concatenated along ``axis`` (ring)."""
     p = _check_group(shards, "shards")
-    full = xp.concatenate(shards, axis=axis)
-    if log is not None:
-        log.record("all_gather", (p - 1) * shards[0].nbytes)
-    return [full.copy() for _ in range(p)]
+    xp = module_of(*shards)
+    front = [xp.moveaxis(s, axis, 0) for s in shards]                        # p × (k, ...)
+    result = simulate.all_gather([f.reshape(-1) for f in front])
+    _log(log, "all_gather", result)
+    full = (p * front[0].shape[0], *front[0].shape[1:])                      # (p·k, ...)
+    return [xp.ascontiguousarray(xp.moveaxis(out.reshape(full), 0, axis)) for out in result.outputs]
 
 
 def all_to_all(send: list[list], log: CommLog | None = None) -> list[list]:
     """``send[i][j]`` is what rank i sends to rank j; returns ``recv`` with ``recv[j][i] = send[i][j]``.
 
-    Pieces may differ in size (MoE token dispatch). The log records the largest number of bytes
-    any rank sends to others, since the slowest rank sets the time.
+    Pieces may differ in size (MoE token dispatch): :func:`~mlsys_lab.collectives.simulate.all_to_all_pieces`.
+    The log records what the busiest rank sends to the others, since the slowest rank sets the time.
     """
-    p = len(send)
-    if p < 1 or any(len(row) != p for row in send):
-        raise ValueError(f"send must be a p x p nested list of arrays; got {p} rows of lengths "
-                         f"{[len(row) for row in send]}")
-    if log is not None:
-        worst = max(sum(send[i][j].nbytes for j in range(p) if j != i) for i in range(p))
-        log.record("all_to_all", worst)
-    return [[send[i][j] for i in range(p)] for j in range(p)]
+    result = simulate.all_to_all_pieces(send)
+    _log(log, "all_to_all", result)
+    return result.outputs
 
 
 def send(array, log: CommLog | None = None):

@@ -8,14 +8,15 @@ the mean of the local ones:
 
 PyTorch DDP (Li et al., VLDB 2020) groups gradients into ~25 MB *buckets* and starts a bucket's
 all-reduce as soon as backward has produced it, overlapping communication with the rest of
-backward; :func:`ddp_timeline` simulates that overlap.
+backward; :func:`ddp_timeline` shows that overlap (lesson 07's bucket simulation) as timeline events.
 """
 
 from __future__ import annotations
 
+from mlsys_lab.collectives.overlap import bucketed_timeline
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import loss_and_grads
-from mlsys_lab.parallelism.timeline import Event, ring_all_reduce_seconds
+from mlsys_lab.parallelism.timeline import Event
 from mlsys_lab.validation import check_int, check_number, check_positive
 
 
@@ -47,35 +48,18 @@ def ddp_timeline(layer_backward_seconds, layer_grad_bytes, bucket_bytes: float, 
                  bandwidth_bytes_per_s: float, latency_s: float = 5e-6, overlap: bool = True) -> list[Event]:
     """Backward pass with bucketed gradient all-reduce (DDP), as events on two streams.
 
-    Backward visits layers last to first; layer i's gradient (``layer_grad_bytes[i]``) is ready
-    when its backward (``layer_backward_seconds[i]``) ends. Gradients fill a bucket in that order;
-    a full bucket (or the last one) is all-reduced on the "comm" stream, one bucket at a time,
-    taking :func:`~mlsys_lab.parallelism.timeline.ring_all_reduce_seconds`. With ``overlap=False``
-    every all-reduce waits for the end of backward (no overlap, one big bucket's worth of waiting).
+    The simulation is lesson 07's :func:`mlsys_lab.collectives.overlap.bucketed_timeline` (α = ``latency_s``,
+    β = 1/``bandwidth_bytes_per_s``): backward visits layers last to first; layer i's gradient
+    (``layer_grad_bytes[i]``) is ready when its backward (``layer_backward_seconds[i]``) ends and fills
+    the current bucket; a full bucket (or the last one) is ring-all-reduced on the "comm" stream, one
+    bucket at a time. With ``overlap=False`` every all-reduce waits for the end of backward.
+    Returns one :class:`Event` per layer's backward ("compute") and per bucket ("comm").
     """
-    n_layers = len(layer_backward_seconds)
-    if n_layers < 1 or len(layer_grad_bytes) != n_layers:
-        raise ValueError("layer_backward_seconds and layer_grad_bytes must be equal-length, non-empty; got "
-                         f"{n_layers} and {len(layer_grad_bytes)}")
-    bucket_bytes = check_positive("bucket_bytes", bucket_bytes)
-    n_ranks = check_int("n_ranks", n_ranks, low=1)
     bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     latency_s = check_number("latency_s", latency_s, low=0.0)
-    events, clock, ready_buckets, filled, names = [], 0.0, [], 0.0, []
-    for i in reversed(range(n_layers)):
-        seconds = check_number(f"layer_backward_seconds[{i}]", layer_backward_seconds[i], low=0.0)
-        events.append(Event("compute", clock, clock + seconds, f"bwd L{i}", "backward"))
-        clock += seconds
-        filled += layer_grad_bytes[i]
-        names.append(f"L{i}")
-        if filled >= bucket_bytes or i == 0:
-            ready_buckets.append((clock, filled, names))
-            filled, names = 0.0, []
-    comm_free = 0.0
-    backward_end = clock
-    for ready_s, n_bytes, layer_names in ready_buckets:
-        start = max(comm_free, ready_s if overlap else backward_end)
-        end = start + ring_all_reduce_seconds(n_bytes, n_ranks, bandwidth_bytes_per_s, latency_s)
-        events.append(Event("comm", start, end, "all-reduce " + ",".join(layer_names), "all_reduce"))
-        comm_free = end
+    timeline = bucketed_timeline(layer_backward_seconds, layer_grad_bytes, bucket_bytes, n_ranks,
+                                 alpha=latency_s, beta=1 / bandwidth_bytes_per_s, overlap=overlap)
+    events = [Event("compute", start, end, f"bwd L{layer}", "backward") for start, end, layer in timeline.compute]
+    for (start, end, _), layers in zip(timeline.comm, timeline.buckets, strict=True):
+        events.append(Event("comm", start, end, "all-reduce " + ",".join(f"L{i}" for i in layers), "all_reduce"))
     return events

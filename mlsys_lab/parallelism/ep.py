@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsys_lab.backend import asnumpy, xp
+from mlsys_lab.moe.gating import top_k_gating
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import mlp
 from mlsys_lab.validation import check_divides, check_int
@@ -29,6 +30,11 @@ from mlsys_lab.validation import check_divides, check_int
 
 @dataclass(frozen=True)
 class MoEConfig:
+    """Sizes of one MoE layer: model width, expert FFN width, experts, experts per token.
+
+    (Lesson 11's trainable classifier has its own config, :class:`mlsys_lab.moe.train.MoEClassifierConfig`.)
+    """
+
     d_model: int = 16
     d_ff: int = 32
     n_experts: int = 8
@@ -50,19 +56,14 @@ def init_moe(cfg: MoEConfig, seed: int = 0) -> dict:
             "w2": xp.asarray(g.normal(0, 1 / math.sqrt(f), (e, f, d))), "top_k": cfg.top_k}
 
 
-def route(x, params: dict):
-    """Top-k routing. x: (n, d) -> (expert ids (n, k), gates (n, k))."""
-    logits = x @ params["router"]                                           # (n, E)
-    k = params["top_k"]
-    chosen = xp.argsort(-logits, axis=1)[:, :k]                               # (n, k)
-    picked = xp.take_along_axis(logits, chosen, axis=1)                      # (n, k)
-    gates = xp.exp(picked - picked.max(axis=1, keepdims=True))
-    return chosen, gates / gates.sum(axis=1, keepdims=True)
+def _route(x, params: dict):
+    """Top-k routing of :func:`mlsys_lab.moe.gating.top_k_gating`. x: (n, d) -> (expert ids (n, k), gates (n, k))."""
+    return top_k_gating(x @ params["router"], params["top_k"])             # logits (n, E)
 
 
 def moe_forward(x, params: dict):
     """Single-device MoE layer. x: (n, d) -> (n, d)."""
-    chosen, gates = route(x, params)
+    chosen, gates = _route(x, params)
     out = xp.zeros_like(x)
     for e in range(params["w1"].shape[0]):
         rows, slot = xp.nonzero(chosen == e)                                 # tokens routed to e
@@ -83,7 +84,7 @@ def ep_moe_forward(x, params: dict, n_ranks: int, log: comm.CommLog | None = Non
         raise ValueError(f"n_ranks must divide the number of tokens {x.shape[0]}; got {n_ranks}")
     per_rank = n_experts // n_ranks
     xs = comm.partition(x, n_ranks)                                         # p × (n/p, d)
-    routing = [route(xs[r], params) for r in range(n_ranks)]                 # local routers (replicated W_r)
+    routing = [_route(xs[r], params) for r in range(n_ranks)]                 # local routers (replicated W_r)
     # Dispatch: rank i packs, for each destination j, the (token, slot) pairs whose expert lives on j.
     send_x, send_meta = [], []
     for i in range(n_ranks):

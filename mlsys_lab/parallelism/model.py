@@ -10,7 +10,8 @@ with causal multi-head attention ``Attn(u) = concat_heads(softmax(q kᵀ/√d_h 
 (Hendrycks & Gimpel 2016). Biases are left out: Megatron adds a row-parallel layer's bias once,
 after its all-reduce, which changes no communication. Parameters are a dict of arrays; a model is
 a list of such dicts. Functions return ``(output, cache)`` and the matching ``*_backward`` takes
-the cache, so sharded versions can call the very same code on their shards.
+the cache, so sharded versions can call the very same code on their shards. Softmax, GeLU and the
+loss ½·mean((y − target)²) are the course toolkit's (:mod:`mlsys_lab.nn`).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsys_lab.backend import xp
-from mlsys_lab.validation import check_divides, check_int
+from mlsys_lab.nn import gelu, gelu_grad, mse_loss, softmax
+from mlsys_lab.validation import check_divides, check_int, max_relative_error
 
-GELU_C = math.sqrt(2.0 / math.pi)
 EPS = 1e-6
 
 
@@ -102,8 +103,7 @@ def attention(u, wq, wk, wv, wo, head_dim: int):
     scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head_dim)              # (b, h, s, s)
     future = xp.triu(xp.ones((s, s), dtype=bool), k=1)                       # (s, s): key after query
     scores = xp.where(future, -xp.inf, scores)                               # causal mask
-    probs = xp.exp(scores - scores.max(axis=-1, keepdims=True))
-    probs /= probs.sum(axis=-1, keepdims=True)                              # (b, h, s, s)
+    probs = softmax(scores, axis=-1)                                         # (b, h, s, s)
     ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, n_local * head_dim)  # (b, s, h·d_h)
     return ctx @ wo, (u, q, k, v, probs, ctx, wq, wk, wv, wo, head_dim)
 
@@ -130,17 +130,7 @@ def attention_backward(dout, cache):
     return du, {"wq": u2.T @ dq, "wk": u2.T @ dk, "wv": u2.T @ dv, "wo": dwo}
 
 
-# --- MLP -------------------------------------------------------------------------------------
-def gelu(x):
-    """tanh approximation: 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))."""
-    return 0.5 * x * (1 + xp.tanh(GELU_C * (x + 0.044715 * x**3)))
-
-
-def gelu_grad(x):
-    t = xp.tanh(GELU_C * (x + 0.044715 * x**3))
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x**2)
-
-
+# --- MLP (GeLU and its derivative: mlsys_lab.nn) ---------------------------------------------
 def mlp(u, w1, w2):
     """GeLU(u W1) W2. u: (b, s, d); W1: (d, f_local); W2: (f_local, d) -> (b, s, d)."""
     pre = u @ w1                                                              # (b, s, f_local)
@@ -196,12 +186,6 @@ def model_backward(dy, caches):
     return dy, grads[::-1]
 
 
-def mse_loss(y, target):
-    """L = ½ · mean((y − target)²) over every element; returns (L, dL/dy)."""
-    diff = y - target
-    return float(0.5 * xp.mean(diff * diff)), diff / diff.size
-
-
 def loss_and_grads(x, target, blocks: list[dict], head_dim: int):
     """The single-device reference step: (loss, per-block gradient dicts)."""
     y, caches = model_forward(x, blocks, head_dim)
@@ -215,7 +199,7 @@ def sgd_update(blocks: list[dict], grads: list[dict], lr: float) -> list[dict]:
     return [{k: p[k] - lr * g[k] for k in p} for p, g in zip(blocks, grads, strict=True)]
 
 
-def max_relative_error(got: list[dict], ref: list[dict]) -> float:
-    """max over tensors of max|got − ref| / max|ref|: how far a parallel result is from the reference."""
-    return max(float(xp.max(xp.abs(a[k] - b[k])) / xp.max(xp.abs(b[k])))
-               for a, b in zip(got, ref, strict=True) for k in b)
+def max_relative_error_of_params(got: list[dict], ref: list[dict]) -> float:
+    """max over the tensors of a model (list of parameter dicts) of max|got − ref| / max|ref|
+    (:func:`mlsys_lab.validation.max_relative_error` per tensor): how far a parallel result is from the reference."""
+    return max(max_relative_error(a[k], b[k]) for a, b in zip(got, ref, strict=True) for k in b)

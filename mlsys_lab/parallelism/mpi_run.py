@@ -1,13 +1,14 @@
 """Real multi-process training: the DP and TP steps of this package across MPI processes.
 
-Run by :func:`run_mpi_training`, which launches ``mpiexec -n P python -m mlsys_lab.parallelism.mpi_run``.
+Run by :func:`run_mpi_training`, which starts ``mpiexec -n P python -m mlsys_lab.parallelism.mpi_run MODE STEPS``
+through the course's one MPI launcher, :func:`mlsys_lab.mpi.run_mpi`.
 Every process builds the same model and data from fixed seeds, then trains with SGD:
 
 * ``dp``: process r takes batch slice r; gradients are summed with ``MPI.Allreduce`` and divided by P;
 * ``tp``: process r holds Megatron shard r of every block (:func:`~mlsys_lab.parallelism.tp.shard_block`)
   and runs the block's local maths with an ``Allreduce`` at each ``g`` (forward) and ``f`` (backward).
 
-Rank 0 writes the loss of every step and the seconds per step as JSON. The single-process curve
+Rank 0 prints the loss of every step and the seconds per step as one JSON line. The single-process curve
 (:func:`train_reference`, on whichever backend the caller uses) must agree to float64 rounding.
 The workers always run on NumPy: they exchange host buffers (this MPI is not CUDA-aware).
 """
@@ -16,17 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
 from mlsys_lab.backend import xp
+from mlsys_lab.mpi import MpiUnavailable, run_mpi
+from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism.model import (
     BlockConfig,
     attention,
@@ -35,7 +32,6 @@ from mlsys_lab.parallelism.model import (
     loss_and_grads,
     mlp,
     mlp_backward,
-    mse_loss,
     rms_norm,
     rms_norm_backward,
     sgd_update,
@@ -47,7 +43,7 @@ CONFIG = BlockConfig(d_model=32, n_heads=4, d_ff=128)
 N_LAYERS, BATCH, SEQ, LR = 2, 8, 16, 0.5
 
 
-def make_problem(seed: int = 0):
+def make_training_problem(seed: int = 0):
     """Model, inputs and targets (a fixed random regression task), identical in every process."""
     g = np.random.default_rng(seed)
     x = g.normal(size=(BATCH, SEQ, CONFIG.d_model))
@@ -57,7 +53,7 @@ def make_problem(seed: int = 0):
 
 def train_reference(n_steps: int) -> list[float]:
     """Single-process SGD: the curve every parallel run must reproduce."""
-    blocks, x, target = make_problem()
+    blocks, x, target = make_training_problem()
     losses = []
     for _ in range(n_steps):
         loss, grads = loss_and_grads(x, target, blocks, CONFIG.head_dim)
@@ -91,8 +87,8 @@ def _tp_step(blocks_local, x, target, all_reduce):
     return loss, grads[::-1]
 
 
-def worker(mode: str, n_steps: int, out_path: str) -> None:
-    """The body each MPI process runs."""
+def worker(mode: str, n_steps: int) -> None:
+    """The body each MPI process runs; rank 0 prints the run as one JSON line (read by ``run_mpi``)."""
     from mpi4py import MPI
 
     world = MPI.COMM_WORLD
@@ -103,7 +99,7 @@ def worker(mode: str, n_steps: int, out_path: str) -> None:
         world.Allreduce(np.ascontiguousarray(array), result, op=MPI.SUM)
         return result
 
-    blocks, x, target = make_problem()
+    blocks, x, target = make_training_problem()
     if mode == "tp":
         blocks = [shard_block(p, size, CONFIG.n_heads)[rank] for p in blocks]
     else:
@@ -122,47 +118,36 @@ def worker(mode: str, n_steps: int, out_path: str) -> None:
         seconds.append(time.perf_counter() - start)
         losses.append(loss)
     if rank == 0:
-        Path(out_path).write_text(json.dumps({"mode": mode, "n_procs": size, "losses": losses,
-                                              "seconds_per_step": seconds}))
+        print(json.dumps({"mode": mode, "n_ranks": size, "n_procs": size, "losses": losses,
+                          "seconds_per_step": seconds}))
 
 
-def find_mpiexec() -> str | None:
-    """``mpiexec`` next to this Python (the mpich wheel puts it there), else on PATH."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    return str(beside) if beside.exists() else shutil.which("mpiexec")
+def main(argv: list[str] | None = None) -> None:
+    """One MPI process of a DP or TP run (``python -m mlsys_lab.parallelism.mpi_run dp 20``)."""
+    parser = argparse.ArgumentParser(description="one MPI process of a DP or TP training run")
+    parser.add_argument("mode", choices=["dp", "tp"])
+    parser.add_argument("n_steps", type=int)
+    args = parser.parse_args(argv)
+    worker(args.mode, args.n_steps)
 
 
 def run_mpi_training(mode: str, n_procs: int = 2, n_steps: int = 20, timeout_s: float = 120) -> dict:
-    """Launch ``n_procs`` MPI processes; returns rank 0's JSON (losses, seconds per step, engine).
+    """Launch ``n_procs`` MPI processes (:func:`mlsys_lab.mpi.run_mpi`); returns rank 0's JSON.
 
-    Without a working MPI it says why and falls back to one process (``engine`` says which ran).
+    The result holds the losses, the seconds per step and ``engine``. Without a working MPI it says
+    why and falls back to one process (``engine`` says which ran).
     """
     check_choice("mode", mode, ("dp", "tp"))
     n_procs = check_int("n_procs", n_procs, low=1, high=8)
     n_steps = check_int("n_steps", n_steps, low=1)
-    mpiexec = find_mpiexec()
-    problem = None
-    if mpiexec is None:
-        problem = "no mpiexec found (pip install mpi4py mpich)"
-    else:
-        with tempfile.TemporaryDirectory() as folder:
-            out = os.path.join(folder, "result.json")
-            cmd = [mpiexec, "-n", str(n_procs), sys.executable, "-m", "mlsys_lab.parallelism.mpi_run",
-                   mode, str(n_steps), out]
-            # The workers exchange host (NumPy) buffers: MPI here is not CUDA-aware. Open MPI refuses
-            # to start as root (containers, GPU machines) unless told; MPICH ignores these variables.
-            env = {**os.environ, "MLSYS_LAB_BACKEND": "numpy", "OMPI_ALLOW_RUN_AS_ROOT": "1",
-                   "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
-                if done.returncode == 0 and os.path.exists(out):
-                    result = json.loads(Path(out).read_text())
-                    result["engine"] = f"MPI, {n_procs} processes"
-                    return result
-                said = (done.stderr or done.stdout).strip()[-300:]
-                problem = f"mpiexec exited with {done.returncode}: {said}"
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                problem = f"mpiexec could not run: {exc}"
+    try:
+        # The workers exchange host (NumPy) buffers: this MPI is not CUDA-aware.
+        result = run_mpi("mlsys_lab.parallelism.mpi_run", n_procs, [mode, str(n_steps)], timeout_s,
+                         env={"MLSYS_LAB_BACKEND": "numpy"})
+        result["engine"] = f"MPI, {n_procs} processes"
+        return result
+    except (MpiUnavailable, RuntimeError) as exc:
+        problem = str(exc).strip()[-300:]
     print(f"MPI unavailable ({problem}); falling back to a single process.")
     start = time.perf_counter()
     losses = train_reference(n_steps)
@@ -171,9 +156,4 @@ def run_mpi_training(mode: str, n_procs: int = 2, n_steps: int = 20, timeout_s: 
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="one MPI process of a DP or TP training run")
-    parser.add_argument("mode", choices=["dp", "tp"])
-    parser.add_argument("n_steps", type=int)
-    parser.add_argument("out_path")
-    args = parser.parse_args()
-    worker(args.mode, args.n_steps, args.out_path)
+    main()

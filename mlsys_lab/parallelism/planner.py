@@ -21,9 +21,9 @@ on one published run and predicts the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from mlsys_lab.parallelism.timeline import ring_all_reduce_seconds
+from mlsys_lab.collectives.cost import allreduce_time
 from mlsys_lab.parallelism.zero import zero_memory_per_gpu
 from mlsys_lab.validation import check_divides, check_int, check_number, check_positive
 
@@ -93,6 +93,11 @@ def _link(group_span: int, cluster: ClusterSpec) -> float:
     return cluster.intra_node_bytes_per_s if inside else cluster.inter_node_bytes_per_s
 
 
+def _ring_seconds(n_bytes: float, n_ranks: int, bandwidth_bytes_per_s: float, cluster: ClusterSpec) -> float:
+    """α-β time of a ring all-reduce (lesson 07's model) at the cluster's latency: 2(p−1)·α + 2(p−1)/p·n/B."""
+    return float(allreduce_time("ring", n_bytes, n_ranks, cluster.latency_s, 1 / bandwidth_bytes_per_s))
+
+
 def estimate(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: int,
              efficiency: float = 0.5) -> Estimate:
     """Memory per GPU and step time of ``plan`` (see the module docstring for every term)."""
@@ -116,10 +121,10 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: i
     t_compute = flops / (cluster.n_gpus * cluster.peak_flop_per_s * efficiency * m)
     n_allreduce = 6 if plan.recompute else 4
     act_bytes = BYTES_PER_VALUE * b * s * h
-    t_tp = (l / p) * n_allreduce * ring_all_reduce_seconds(act_bytes, t, _link(t, cluster), cluster.latency_s)
+    t_tp = (l / p) * n_allreduce * _ring_seconds(act_bytes, t, _link(t, cluster), cluster)
     t_p2p = 0.0 if p == 1 else 2 * act_bytes / t / _link(t * d * p, cluster)
     grad_bytes = BYTES_PER_VALUE * model.n_params / (t * p)
-    t_dp = ring_all_reduce_seconds(grad_bytes, d, _link(t * d, cluster), cluster.latency_s)
+    t_dp = _ring_seconds(grad_bytes, d, _link(t * d, cluster), cluster)
     t_dp *= 1.5 if plan.zero_stage == 3 else 1.0
     slot = t_compute + t_tp + t_p2p
     total = (m + p - 1) * slot + t_dp
@@ -177,11 +182,6 @@ def calibrate_efficiency(model: ModelSpec, cluster: ClusterSpec, plan: Plan, glo
     return (low + high) / 2
 
 
-def with_gpus(cluster: ClusterSpec, n_gpus: int) -> ClusterSpec:
-    """The same cluster with another GPU count."""
-    return replace(cluster, n_gpus=check_int("n_gpus", n_gpus, low=1))
-
-
 # --- the published runs the planner is checked against ---------------------------------------
 def selene(n_gpus: int) -> ClusterSpec:
     """NVIDIA Selene as in Megatron-LM 2021: DGX A100 80GB nodes of 8, 312 TFLOP/s fp16 dense,
@@ -198,6 +198,16 @@ def megatron_runs() -> list[dict]:
     return [dict(zip(table["columns"], row, strict=True)) for row in table["rows"]]
 
 
+def megatron_model(run: dict) -> ModelSpec:
+    """The GPT model of one row of :func:`megatron_runs`, named like ``"GPT 145.6B"``."""
+    return ModelSpec(run["n_layers"], run["hidden"], run["n_heads"], name=f"GPT {run['params_billion']:g}B")
+
+
+def megatron_models() -> dict[str, ModelSpec]:
+    """The GPT models of Megatron-LM's Table 1 (Narayanan et al. 2021), by name (``"GPT 1.7B"`` … ``"GPT 1008B"``)."""
+    return {model.name: model for model in map(megatron_model, megatron_runs())}
+
+
 def predict_megatron_runs(calibrate_on: int = 0, micro_batch: int = 1) -> list[dict]:
     """Fix ``efficiency`` on run ``calibrate_on``, then predict every run's TFLOP/s per GPU.
 
@@ -208,10 +218,8 @@ def predict_megatron_runs(calibrate_on: int = 0, micro_batch: int = 1) -> list[d
     runs = megatron_runs()
 
     def parts(run):
-        name = f"GPT {run['params_billion']:g}B"
-        model = ModelSpec(run["n_layers"], run["hidden"], run["n_heads"], name=name)
         plan = Plan(run["n_gpus"] // (run["tp"] * run["pp"]), run["tp"], run["pp"], 0, micro_batch, True)
-        return model, selene(run["n_gpus"]), plan, run["global_batch"]
+        return megatron_model(run), selene(run["n_gpus"]), plan, run["global_batch"]
 
     published = runs[calibrate_on]["tflop_per_s_per_gpu"] * 1e12
     efficiency = calibrate_efficiency(*parts(runs[calibrate_on]), published)

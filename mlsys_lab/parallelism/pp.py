@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
-from mlsys_lab.parallelism.model import block_backward, block_forward, mse_loss
+from mlsys_lab.parallelism.model import block_backward, block_forward
 from mlsys_lab.parallelism.timeline import Event
 from mlsys_lab.validation import check_choice, check_int, check_number
 

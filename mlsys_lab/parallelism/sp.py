@@ -18,13 +18,14 @@ long contexts, is a different technique that the notes' "超长上下文" also p
 
 from __future__ import annotations
 
+from mlsys_lab.backend import xp
+from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import (
     attention,
     attention_backward,
     mlp,
     mlp_backward,
-    mse_loss,
     rms_norm,
     rms_norm_backward,
 )
@@ -82,7 +83,7 @@ def sp_loss_and_grads(x, target, blocks: list[dict], n_heads: int, n_ranks: int,
     for shards in sharded:
         xs, cache = sp_block_forward(xs, shards, head_dim, log)
         caches.append(cache)
-    y = comm.xp.concatenate(xs, axis=SEQ_AXIS)          # only to evaluate the loss the same way
+    y = xp.concatenate(xs, axis=SEQ_AXIS)          # only to evaluate the loss the same way
     loss, dy = mse_loss(y, target)
     dys, grads = comm.partition(dy, n_ranks, axis=SEQ_AXIS), []
     for cache in reversed(caches):

@@ -1,30 +1,19 @@
-"""Storage and scheduling at scale (the notes' 分布式训练的存储与调度挑战): checkpoints and goodput.
-
-A checkpoint holds the model states ZeRO counts: weights, and for resuming training the fp32
-master copy and Adam moments, (2 + K)·Ψ bytes with K = 12 (gradients are not saved). Thousands of
-GPUs write it at once, a burst that Meta's Tectonic-Shift absorbs with write buffering.
+"""Scheduling at scale (the notes' 分布式训练的存储与调度挑战): goodput under checkpoints and failures.
 
 *Goodput* (Meta's MAST) is the fraction of wall-clock time that produced training progress kept in
 the end: time lost to failures (work since the last checkpoint, restart), checkpoint stalls,
 communication blocking or pre-emption does not count.
+
+How many bytes a checkpoint holds and how long it takes to write are lesson 09's
+(:func:`mlsys_lab.fault_tolerance.storage.checkpoint_bytes`), as are its goodput models
+(:mod:`mlsys_lab.fault_tolerance.reliability`). The one here charges the checkpoint stall as a
+stretch of wall time, T/(T + S), where lesson 09's first-order model subtracts S/T: the two differ
+at second order (84.4% against 83.0% for T = 10 min, S = 52 s, MTBF = 3 h, R = 10 min).
 """
 
 from __future__ import annotations
 
 from mlsys_lab.validation import check_number, check_positive
-
-
-def checkpoint_bytes(n_params: float, bytes_per_param: float = 2,
-                     optimizer_bytes_per_param: float = 12) -> float:
-    """Bytes of a resumable checkpoint: (bytes_per_param + K)·Ψ (weights + fp32 master + Adam moments)."""
-    psi = check_number("n_params", n_params, low=1.0)
-    return (check_number("bytes_per_param", bytes_per_param, low=0.0)
-            + check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, low=0.0)) * psi
-
-
-def checkpoint_write_seconds(n_bytes: float, write_bytes_per_s: float) -> float:
-    """Seconds to write ``n_bytes`` at an aggregate file-system bandwidth (the stall if synchronous)."""
-    return check_number("n_bytes", n_bytes, low=0.0) / check_positive("write_bytes_per_s", write_bytes_per_s)
 
 
 def goodput(step_seconds: float, checkpoint_interval_s: float, checkpoint_stall_s: float,

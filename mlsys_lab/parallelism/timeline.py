@@ -9,15 +9,19 @@ events :func:`timeline_summary` reads the three things the notes ask about:
   which a comm stream is busy and the compute stream is not;
 * **over-synchronization**: visible as compute gaps that line up with collective calls.
 
-The α-β cost of a ring all-reduce (Thakur, Rabenseifner & Gropp 2005) is here too, so this lesson
-does not depend on the collectives lesson's module.
+What a collective costs is lesson 07's α-β model (:func:`mlsys_lab.collectives.cost.allreduce_time`).
+:func:`timeline_raster` turns events into the image the lesson's figures and explorers show.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlsys_lab.validation import check_int, check_number, check_positive
+import numpy as np
+
+from mlsys_lab.validation import check_int
+
+FORWARD_RGB, BACKWARD_RGB, COMM_RGB = (0.27, 0.51, 0.71), (0.90, 0.49, 0.13), (0.58, 0.40, 0.74)
 
 
 @dataclass(frozen=True)
@@ -35,17 +39,6 @@ class Event:
     @property
     def seconds(self) -> float:
         return self.end - self.start
-
-
-def ring_all_reduce_seconds(n_bytes: float, n_ranks: int, bandwidth_bytes_per_s: float,
-                            latency_s: float = 0.0) -> float:
-    """α-β time of a ring all-reduce: 2(p−1)·α + 2(p−1)/p · n / β (zero for one rank)."""
-    n_bytes = check_number("n_bytes", n_bytes, low=0.0)
-    n_ranks = check_int("n_ranks", n_ranks, low=1)
-    bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
-    latency_s = check_number("latency_s", latency_s, low=0.0)
-    p = n_ranks
-    return 2 * (p - 1) * latency_s + 2 * (p - 1) / p * n_bytes / bandwidth_bytes_per_s
 
 
 def _union_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -94,3 +87,26 @@ def stream_idle_fraction(events: list[Event]) -> float:
     streams = sorted({e.stream for e in events})
     busy = sum(_union_seconds([(e.start, e.end) for e in events if e.stream == s]) for s in streams)
     return 1.0 - busy / (len(streams) * (t1 - t0))
+
+
+def timeline_raster(events: list[Event], streams: list[str], n_px: int = 600, t_end: float | None = None) -> np.ndarray:
+    """An RGB image (len(streams), n_px, 3) of a timeline: forward blue, backward orange, anything else purple.
+
+    Pixel column i covers [i, i+1)·t_end/n_px; a box spans at least one pixel and its last pixel is
+    darker (×0.55), an edge between neighbours. Boxes alternate two shades (by their label) so that
+    neighbouring micro-batches stay distinguishable. Empty time is white.
+    """
+    if not events:
+        raise ValueError("events must be a non-empty list of Event")
+    n_px = check_int("n_px", n_px, low=1)
+    t_end = t_end or max(e.end for e in events)
+    image = np.ones((len(streams), n_px, 3))
+    for e in events:
+        row = streams.index(e.stream)
+        lo = int(round(e.start / t_end * n_px))
+        hi = max(int(round(e.end / t_end * n_px)), lo + 1)
+        base = {"forward": FORWARD_RGB, "backward": BACKWARD_RGB}.get(e.kind, COMM_RGB)
+        shade = 0.78 if (sum(map(ord, e.label)) % 2) else 1.0
+        image[row, lo:hi] = np.array(base) * shade
+        image[row, max(lo, hi - 1):hi] = np.array(base) * 0.55  # a thin edge between boxes
+    return image

@@ -16,13 +16,14 @@ Norm gains are replicated and computed redundantly on every rank.
 
 from __future__ import annotations
 
+from mlsys_lab.backend import xp
+from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import (
     attention,
     attention_backward,
     mlp,
     mlp_backward,
-    mse_loss,
     rms_norm,
     rms_norm_backward,
 )
@@ -55,9 +56,9 @@ def unshard_grads(shard_grads: list[dict]) -> dict:
     for name in shard_grads[0]:
         parts = [g[name] for g in shard_grads]
         if name in COLUMN_SPLIT:
-            full[name] = comm.xp.concatenate(parts, axis=1)
+            full[name] = xp.concatenate(parts, axis=1)
         elif name in ROW_SPLIT:
-            full[name] = comm.xp.concatenate(parts, axis=0)
+            full[name] = xp.concatenate(parts, axis=0)
         else:
             full[name] = parts[0]
     return full
@@ -124,7 +125,7 @@ def time_mlp_shards(n_tokens: int, hidden: int, degrees=(1, 2, 4, 8), dtype: str
     """
     import numpy as np
 
-    from mlsys_lab.backend import on_gpu, xp
+    from mlsys_lab.backend import on_gpu
     from mlsys_lab.timing import Timing, benchmark
 
     if cpu_threads is not None and not on_gpu:

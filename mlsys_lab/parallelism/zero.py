@@ -24,8 +24,9 @@ from __future__ import annotations
 import math
 
 from mlsys_lab.backend import xp
+from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
-from mlsys_lab.parallelism.model import block_backward, block_forward, mse_loss
+from mlsys_lab.parallelism.model import block_backward, block_forward, loss_and_grads
 from mlsys_lab.validation import check_choice, check_int, check_number
 
 STAGES = (0, 1, 2, 3)
@@ -141,8 +142,6 @@ def adam(theta, grad, m, v, t: int, lr: float, beta1=0.9, beta2=0.999, eps=1e-8)
 
 def reference_adam_step(x, target, blocks, head_dim, state, lr):
     """Single device: full gradient, full Adam. Returns (loss, new blocks, new state)."""
-    from mlsys_lab.parallelism.model import loss_and_grads
-
     loss, grads = loss_and_grads(x, target, blocks, head_dim)
     t = state["t"] + 1
     new_blocks, ms, vs = [], [], []

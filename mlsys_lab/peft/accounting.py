@@ -11,54 +11,26 @@ The counts follow the papers' own accounting:
 * QLoRA (Dettmers et al. 2023, arXiv:2305.14314): the frozen base in 4-bit NormalFloat with one
   absmax constant per 64 weights, itself quantized to 8 bits per block of 256 (double quantization).
 
-The runnable small-model versions of each method live in :mod:`mlsys_lab.peft.models`; NF4 itself in
-:mod:`mlsys_lab.peft.nf4`.
+Model shapes are lesson 06's :class:`~mlsys_lab.training_memory.accounting.TransformerShape`; the
+counts here use its :attr:`~mlsys_lab.training_memory.accounting.TransformerShape.n_matrix_params`
+(weight matrices and both embeddings, as the papers count). The runnable small-model versions of each
+method live in :mod:`mlsys_lab.peft.models`; NF4 itself in :mod:`mlsys_lab.peft.nf4`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from mlsys_lab.training_memory.accounting import TRANSFORMER_SHAPES, TransformerShape
 from mlsys_lab.training_memory.quantize import nf4_bits_per_param
 from mlsys_lab.validation import check_choice, check_int, check_positive
 
-ATTENTION_TARGETS = ("q", "k", "v", "o")
-
-
-@dataclass(frozen=True)
-class TransformerShape:
-    """The linear-layer shapes of a decoder-only transformer (what LoRA can adapt)."""
-
-    name: str
-    d_model: int
-    n_layers: int
-    d_ff: int
-    vocab: int
-    n_mlp_matrices: int = 2  # 2 for a GELU MLP (GPT-3), 3 for a gated SwiGLU MLP (LLaMA)
-
-    def linear_shapes(self) -> dict[str, tuple[int, int]]:
-        """Per-layer linear weights as (d_in, d_out): q, k, v, o and the MLP's matrices."""
-        d, f = self.d_model, self.d_ff
-        shapes = {t: (d, d) for t in ATTENTION_TARGETS}
-        if self.n_mlp_matrices == 2:
-            shapes.update({"up": (d, f), "down": (f, d)})
-        else:
-            shapes.update({"gate": (d, f), "up": (d, f), "down": (f, d)})
-        return shapes
-
-    def n_params(self) -> int:
-        """Weights of all linear layers plus input and output embeddings (norms and biases ignored)."""
-        per_layer = sum(a * b for a, b in self.linear_shapes().values())
-        return self.n_layers * per_layer + 2 * self.vocab * self.d_model
-
-
 # GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, d_ff = 4 d_model; BPE vocab 50257.
-GPT3_175B = TransformerShape("GPT-3 175B", d_model=12288, n_layers=96, d_ff=4 * 12288, vocab=50257)
-# LLaMA-65B (Touvron et al. 2023, Table 2 and the released config): 80 layers, d 8192, SwiGLU d_ff 22016.
-LLAMA_65B = TransformerShape("LLaMA-65B", d_model=8192, n_layers=80, d_ff=22016, vocab=32000,
+GPT3_175B = TRANSFORMER_SHAPES["GPT-3 175B"]
+# LLaMA-65B (Touvron et al. 2023, Table 2 and the released config): 80 layers, d 8192, 64 heads, SwiGLU d_ff 22016.
+LLAMA_65B = TransformerShape("LLaMA-65B", n_layers=80, hidden=8192, n_heads=64, vocab=32000, d_ff=22016,
                              n_mlp_matrices=3)
-# LLaMA-7B: 32 layers, d 4096, SwiGLU d_ff 11008.
-LLAMA_7B = TransformerShape("LLaMA-7B", d_model=4096, n_layers=32, d_ff=11008, vocab=32000, n_mlp_matrices=3)
+# LLaMA-7B: 32 layers, d 4096, 32 heads, SwiGLU d_ff 11008.
+LLAMA_7B = TransformerShape("LLaMA-7B", n_layers=32, hidden=4096, n_heads=32, vocab=32000, d_ff=11008,
+                            n_mlp_matrices=3)
 MODELS = {m.name: m for m in (LLAMA_7B, LLAMA_65B, GPT3_175B)}
 
 # LoRA paper, Table 4 (GPT-3 175B rows) and Section 7.1's 18M budget: (rank, targets) -> trainable params.
@@ -160,3 +132,20 @@ def lora_finetune_bytes(n_base_params: float, n_lora_params: float, quantization
             "LoRA gradients": 2.0 * n_lora_params,
             "Adam states": 8.0 * n_lora_params,
             "activations": float(activation_bytes)}
+
+
+# The adapted-matrix choices of the memory explorer: None adapts every linear layer.
+LORA_TARGET_SETS = {"q, v": ("q", "v"), "q, k, v, o": ("q", "k", "v", "o"), "all linear layers": None}
+
+
+def peft_memory(model: str, rank: int, targets: str, quantization: str) -> dict:
+    """LoRA/QLoRA fine-tuning memory by part (bytes), and full fine-tuning's, for a model of :data:`MODELS`.
+
+    ``targets``: a key of :data:`LORA_TARGET_SETS`. Returns {"model": the shape, "n_lora": LoRA parameters,
+    "parts": :func:`lora_finetune_bytes`, "full": :func:`full_finetune_bytes`}.
+    """
+    shape = MODELS[check_choice("model", model, MODELS)]
+    chosen = LORA_TARGET_SETS[check_choice("targets", targets, LORA_TARGET_SETS)] or tuple(shape.linear_shapes())
+    n_lora = lora_params_for_model(shape, rank, chosen)
+    parts = lora_finetune_bytes(shape.n_matrix_params, n_lora, quantization)
+    return {"model": shape, "n_lora": n_lora, "parts": parts, "full": full_finetune_bytes(shape.n_matrix_params)}

@@ -48,9 +48,9 @@ def make_task(task: str, n_examples: int, config: TinyConfig = DEFAULT_CONFIG, s
     return xp.asarray(tokens), xp.asarray(labels)
 
 
-def train(params: Params, trainable: tuple[str, ...], data, steps: int, lr: float = 1e-2,
-          batch_size: int = 128, seed: int = 0, progress: str | None = None) -> list[float]:
-    """Adam on the ``trainable`` parameters for ``steps`` mini-batches; returns the loss per step."""
+def train_classifier(params: Params, trainable: tuple[str, ...], data, steps: int, lr: float = 1e-2,
+                     batch_size: int = 128, seed: int = 0, progress: str | None = None) -> list[float]:
+    """Adam on the ``trainable`` parameters of the tiny classifier for ``steps`` mini-batches; the loss per step."""
     check_int("steps", steps, low=1)
     tokens, labels = data
     opt = Adam(trainable, lr=lr)
@@ -71,8 +71,8 @@ def train(params: Params, trainable: tuple[str, ...], data, steps: int, lr: floa
     return losses
 
 
-def evaluate(params: Params, data) -> float:
-    """Accuracy on ``data`` = (tokens, labels)."""
+def task_accuracy(params: Params, data) -> float:
+    """The classifier's accuracy on ``data`` = (tokens, labels)."""
     return accuracy(forward(params, data[0])[0], data[1])
 
 
@@ -81,8 +81,8 @@ def pretrain_base(config: TinyConfig = DEFAULT_CONFIG, steps: int = 600,
     """A base model pre-trained on the ``pretrain`` task; returns (params, held-out accuracy)."""
     params = init_base(config, seed)
     data = make_task("pretrain", 8192, config, seed)
-    train(params, tuple(params), data, steps, lr=3e-3, progress="pre-train")
-    return params, evaluate(params, make_task("pretrain", 2048, config, seed + 100))
+    train_classifier(params, tuple(params), data, steps, lr=3e-3, progress="pre-train")
+    return params, task_accuracy(params, make_task("pretrain", 2048, config, seed + 100))
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,8 @@ def finetune(base: Params, method: str, steps: int = 400, rank: int = 4, prefix_
     """Fine-tune a copy of ``base`` on the shifted task with ``method``; time one step (median of 10)."""
     params, trainable = add_method(base, method, rank=rank, prefix_len=prefix_len)
     data = make_task("shifted", 4096, config, seed + 1)
-    losses = train(params, trainable, data, steps, lr=lr, seed=seed, progress=method)
-    acc = evaluate(params, make_task("shifted", 2048, config, seed + 200))
+    losses = train_classifier(params, trainable, data, steps, lr=lr, seed=seed, progress=method)
+    acc = task_accuracy(params, make_task("shifted", 2048, config, seed + 200))
     # step time: one more forward + backward + Adam update on a fixed batch, after warm-up
     opt = Adam(trainable, lr=1e-12)  # a real update that leaves the trained model as it is
     batch = (data[0][:128], data[1][:128])
@@ -115,7 +115,7 @@ def finetune(base: Params, method: str, steps: int = 400, rank: int = 4, prefix_
 
     seconds = benchmark(one_step, warmup=3, repeat=10).median
     return FinetuneRun(method, acc, n_values(params, trainable), n_values(params, params),
-                       opt.state_bytes(params), seconds, tuple(losses))
+                       opt.state_bytes, seconds, tuple(losses))
 
 
 def compare_methods(base: Params, methods: tuple[str, ...] = METHODS, steps: int = 400,

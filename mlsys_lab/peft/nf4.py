@@ -1,8 +1,9 @@
 """NF4 storage as QLoRA keeps it: 4-bit codes, block-wise absmax constants, and those constants in 8 bits.
 
-The NF4 levels themselves (and a quantize-dequantize round trip) come from :mod:`mlsys_lab.training_memory.quantize`,
-the memory lesson's module; this one keeps the codes and constants apart so that double
-quantization can act on the constants.
+The NF4 levels and the block-wise quantizer that keeps codes and constants apart come from lesson 06,
+:mod:`mlsys_lab.training_memory.quantize` (``nf4_levels``, ``quantize_blockwise``,
+``dequantize_blockwise``); this module adds what QLoRA does on top: double quantization of the
+constants, the uniform INT4 code to compare with, and the bitsandbytes table as an independent check.
 
 QLoRA (Dettmers et al. 2023, Section 3) builds a 16-value code whose levels are quantiles of a
 standard normal, so that each level is used about equally often by normally distributed weights.
@@ -17,11 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsys_lab.training_memory.quantize import nf4_levels
+from mlsys_lab.training_memory.quantize import dequantize_blockwise, quantize_blockwise
 from mlsys_lab.validation import check_int
-
-__all__ = ["NF4_BITSANDBYTES", "nf4_levels", "int4_levels", "quantize_blockwise", "dequantize_blockwise",
-           "double_quantize", "double_dequantize", "quantization_rmse"]
 
 # The bitsandbytes table (functional.py, create_normal_map) that QLoRA ships: an independent check.
 NF4_BITSANDBYTES = np.array([
@@ -34,32 +32,6 @@ NF4_BITSANDBYTES = np.array([
 def int4_levels() -> np.ndarray:
     """The symmetric uniform 4-bit code scaled to [-1, 1]: k/7 for k = -7..7 (15 levels used)."""
     return np.arange(-7, 8) / 7.0
-
-
-def quantize_blockwise(weights: np.ndarray, levels: np.ndarray,
-                       block_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """Block-wise absmax quantization of a flat float array to the nearest of ``levels``.
-
-    Returns (codes as uint8 indices into ``levels``, one fp32 absmax per block). ``weights.size`` must
-    be a multiple of ``block_size``.
-    """
-    check_int("block_size", block_size, low=1)
-    flat = np.asarray(weights, dtype=np.float32).reshape(-1)
-    if flat.size % block_size:
-        raise ValueError(f"weights.size must be a multiple of block_size={block_size}; got {flat.size}")
-    blocks = flat.reshape(-1, block_size)
-    absmax = np.abs(blocks).max(axis=1).astype(np.float32)
-    scaled = blocks / np.where(absmax == 0, 1.0, absmax)[:, None]
-    # nearest level: search the midpoints between sorted levels
-    midpoints = (levels[1:] + levels[:-1]) / 2
-    codes = np.searchsorted(midpoints, scaled).astype(np.uint8)
-    return codes.reshape(-1), absmax
-
-
-def dequantize_blockwise(codes: np.ndarray, absmax: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`quantize_blockwise`: levels[code] · absmax of the code's block."""
-    block_size = codes.size // absmax.size
-    return (levels[codes].reshape(-1, block_size) * absmax[:, None]).reshape(-1).astype(np.float32)
 
 
 def double_quantize(absmax: np.ndarray, block_size2: int = 256) -> tuple[np.ndarray, np.ndarray, float]:

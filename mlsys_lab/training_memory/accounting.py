@@ -71,11 +71,11 @@ def training_memory_bytes(n_params: int, precision: str = "fp32", optimizer: str
 
 
 def transformer_params(n_layers: int, hidden: int, vocab: int) -> int:
-    """12·L·h² + 13·L·h + V·h: attention (4h² + 4h), 4h MLP (8h² + 5h), two LayerNorms (4h), embedding."""
-    L = check_int("n_layers", n_layers, low=1)
-    h = check_int("hidden", hidden, low=1)
-    V = check_int("vocab", vocab, low=1)
-    return 12 * L * h * h + 13 * L * h + V * h
+    """12·L·h² + 13·L·h + V·h: attention (4h² + 4h), 4h MLP (8h² + 5h), two LayerNorms (4h), embedding.
+
+    The count of :attr:`TransformerShape.n_params` for a GPT shape (4h GELU MLP).
+    """
+    return TransformerShape("", n_layers, hidden, 1, vocab).n_params
 
 
 def transformer_layer_activation_bytes(batch: int, seq: int, hidden: int, n_heads: int,
@@ -105,17 +105,55 @@ def transformer_layer_activation_bytes(batch: int, seq: int, hidden: int, n_head
 
 @dataclasses.dataclass(frozen=True)
 class TransformerShape:
-    """A GPT-style decoder: layers, hidden size, heads, vocabulary (see :func:`transformer_params`)."""
+    """A decoder-only transformer's sizes: layers, width h, heads, vocabulary, MLP width and matrices.
+
+    ``d_ff`` defaults to 4·h; ``n_mlp_matrices`` is 2 for a GELU MLP (GPT: up, down) and 3 for a gated
+    SwiGLU MLP (LLaMA: gate, up, down). Two parameter counts, for two conventions:
+    :attr:`n_params` (GPT-2's: weights, biases, LayerNorms and one tied embedding) and
+    :attr:`n_matrix_params` (what the LoRA and QLoRA papers count: weight matrices and both embeddings).
+    """
 
     name: str
     n_layers: int
     hidden: int
     n_heads: int
     vocab: int
+    d_ff: int | None = None  # None: 4·hidden
+    n_mlp_matrices: int = 2
+
+    def __post_init__(self) -> None:
+        for field_name in ("n_layers", "hidden", "n_heads", "vocab"):
+            check_int(field_name, getattr(self, field_name), low=1)
+        check_choice("n_mlp_matrices", self.n_mlp_matrices, (2, 3))
+        if self.d_ff is None:
+            object.__setattr__(self, "d_ff", 4 * self.hidden)
+        check_int("d_ff", self.d_ff, low=1)
+
+    def linear_shapes(self) -> dict[str, tuple[int, int]]:
+        """Per-layer linear weights as (d_in, d_out): q, k, v, o and the MLP's matrices (what LoRA can adapt)."""
+        h, f = self.hidden, self.d_ff
+        shapes = {t: (h, h) for t in ("q", "k", "v", "o")}
+        if self.n_mlp_matrices == 2:
+            shapes.update({"up": (h, f), "down": (f, h)})
+        else:
+            shapes.update({"gate": (h, f), "up": (h, f), "down": (f, h)})
+        return shapes
 
     @property
     def n_params(self) -> int:
-        return transformer_params(self.n_layers, self.hidden, self.vocab)
+        """Weights and biases of every linear layer, two LayerNorms (4h) per layer, one tied embedding V·h.
+
+        For a 4h GELU MLP this is :func:`transformer_params`, 12·L·h² + 13·L·h + V·h.
+        """
+        shapes = self.linear_shapes().values()
+        per_layer = sum(d_in * d_out + d_out for d_in, d_out in shapes) + 4 * self.hidden
+        return self.n_layers * per_layer + self.vocab * self.hidden
+
+    @property
+    def n_matrix_params(self) -> int:
+        """Every layer's linear weights plus the input and output embeddings, 2·V·h (biases and norms left out)."""
+        per_layer = sum(d_in * d_out for d_in, d_out in self.linear_shapes().values())
+        return self.n_layers * per_layer + 2 * self.vocab * self.hidden
 
 
 # Shapes from the papers (GPT-2: Radford et al. 2019; GPT-3: Brown et al. 2020, Table 2.1; Llama 2:

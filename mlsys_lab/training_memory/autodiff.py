@@ -9,6 +9,11 @@ The tape's memory is the point of the lesson: every array an operation keeps for
 operation. :class:`Tape` counts those bytes (each array once, however many operations keep it) and
 remembers the peak, so the growth with depth and the saving of checkpointing can be measured.
 
+The operations (``matmul``, ``add``, ``tanh``, ``relu``, ``mse_loss``, ``softmax_cross_entropy``) take and
+return :class:`Tensor` objects and record their backward; they share their names with lesson 01's traced
+operators (:mod:`mlsys_lab.operators.functional`) and the floor's array functions (:mod:`mlsys_lab.nn`)
+on purpose: the same mathematics, in the engine that differentiates it.
+
     tape = Tape()
     x = Tensor(xp.ones((4, 3)), tape)              # an input
     w = Tensor(xp.ones((3, 2)), requires_grad=True)  # a parameter (a leaf)
@@ -21,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from mlsys_lab import nn
 from mlsys_lab.backend import xp
 
 
@@ -180,14 +186,16 @@ def relu(a: Tensor) -> Tensor:
 
 
 def mse_loss(prediction: Tensor, target) -> Tensor:
-    """L = mean((ŷ − y)²) over all elements. Backward: dŷ = 2 (ŷ − y) / N. Keeps the residual."""
-    residual = prediction.data - target
-    n = residual.size
+    """L = ½ · mean((ŷ − y)²), the floor's :func:`mlsys_lab.nn.mse_loss` on the tape.
+
+    Backward: dŷ = (ŷ − y) / N, computed in the forward and kept (one array of ŷ's size).
+    """
+    value, local_grad = nn.mse_loss(prediction.data, target)
 
     def backward(grad, needs):
-        return (grad * (2.0 / n) * residual,)
+        return (grad * local_grad,)
 
-    return _make(xp.mean(residual * residual), (prediction,), backward, (residual,))
+    return _make(xp.asarray(value, dtype=local_grad.dtype), (prediction,), backward, (local_grad,))
 
 
 def softmax_cross_entropy(logits: Tensor, labels) -> Tensor:

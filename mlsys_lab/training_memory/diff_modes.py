@@ -179,7 +179,7 @@ def differentiate(expr: tuple, share: bool = False) -> tuple:
     return d(expr)
 
 
-def evaluate(expr: tuple, x: float) -> float:
+def evaluate_expression(expr: tuple, x: float) -> float:
     """The expression's value at x."""
     kind = expr[0]
     if kind == "x":
@@ -187,8 +187,8 @@ def evaluate(expr: tuple, x: float) -> float:
     if kind == "const":
         return expr[1]
     if kind in ("sin", "cos"):
-        return getattr(math, kind)(evaluate(expr[1], x))
-    a, b = evaluate(expr[1], x), evaluate(expr[2], x)
+        return getattr(math, kind)(evaluate_expression(expr[1], x))
+    a, b = evaluate_expression(expr[1], x), evaluate_expression(expr[2], x)
     return {"add": a + b, "sub": a - b, "mul": a * b}[kind]
 
 

@@ -9,7 +9,8 @@ One scale per tensor, per output channel (row), or per group of ``group_size`` c
 along a row: finer groups follow the data better and cost one more 16-bit scale per group.
 NF4 (QLoRA, Dettmers et al. 2023) keeps 4-bit codes but puts the 16 levels at quantiles of a normal
 distribution, since trained weights are roughly normal, with one absmax per block of 64.
-Arrays are NumPy here: quantization is a data transformation done once, on the host.
+Arrays are NumPy here: quantization is a data transformation done once, on the host. The int8
+weight-only matmul that runs on such weights is a kernel, :mod:`mlsys_lab.kernels.training_memory.int8_matmul`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from statistics import NormalDist
 
 import numpy as np
 
-from mlsys_lab import backend
-from mlsys_lab.kernels import loader
 from mlsys_lab.validation import check_choice, check_int, relative_error
 
 SCHEMES = ("symmetric", "asymmetric")
@@ -111,18 +110,38 @@ def nf4_levels(offset: float = NF4_OFFSET) -> np.ndarray:
     return levels / np.abs(levels).max()
 
 
+def quantize_blockwise(weights: np.ndarray, levels: np.ndarray,
+                       block_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Block-wise absmax quantization of the weights, flattened, to the nearest of ``levels`` (a code in [−1, 1]).
+
+    Each block of ``block_size`` weights is divided by its absmax and every value replaced by the
+    index of the nearest level. Returns (codes as uint8 indices into ``levels``, one fp32 absmax per
+    block). ``weights.size`` must be a multiple of ``block_size``.
+    """
+    check_int("block_size", block_size, low=1)
+    flat = np.asarray(weights, dtype=np.float32).reshape(-1)
+    if flat.size % block_size:
+        raise ValueError(f"weights.size must be a multiple of block_size={block_size}; got {flat.size}")
+    blocks = flat.reshape(-1, block_size)
+    absmax = np.abs(blocks).max(axis=1).astype(np.float32)
+    scaled = blocks / np.where(absmax == 0, 1.0, absmax)[:, None]
+    # nearest level: search the midpoints between sorted levels
+    midpoints = (levels[1:] + levels[:-1]) / 2
+    codes = np.searchsorted(midpoints, scaled).astype(np.uint8)
+    return codes.reshape(-1), absmax
+
+
+def dequantize_blockwise(codes: np.ndarray, absmax: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`quantize_blockwise`: levels[code] · absmax of the code's block, flat float32."""
+    block_size = codes.size // absmax.size
+    return (levels[codes].reshape(-1, block_size) * absmax[:, None]).reshape(-1).astype(np.float32)
+
+
 def nf4_quantize_dequantize(w: np.ndarray, block_size: int = 64) -> np.ndarray:
     """Per block of ``block_size`` weights: divide by the absmax, snap to the nearest NF4 level, rescale."""
     w = np.asarray(w, dtype=np.float32)
-    block_size = check_int("block_size", block_size, low=1)
-    if w.size % block_size:
-        raise ValueError(f"block_size must divide the number of weights {w.size}; got {block_size}")
-    blocks = w.reshape(-1, block_size)
-    absmax = np.abs(blocks).max(axis=1, keepdims=True)
-    absmax = np.where(absmax == 0, 1.0, absmax)
     levels = nf4_levels().astype(np.float32)
-    nearest = np.abs(blocks[..., None] / absmax[..., None] - levels).argmin(axis=-1)
-    return (levels[nearest] * absmax).reshape(w.shape)
+    return dequantize_blockwise(*quantize_blockwise(w, levels, block_size), levels).reshape(w.shape)
 
 
 def nf4_bits_per_param(block_size: int = 64, double_quant: bool = True, second_block: int = 256) -> float:
@@ -146,45 +165,3 @@ def quantized_matmul_error(x: np.ndarray, w: np.ndarray, bits: int = 8, activati
     w_hat = dequantize(quantize(w, bits, "symmetric", "channel", group_size))
     x_hat = dequantize(quantize(x, bits, "symmetric", "channel", group_size)) if activations else x
     return relative_error(x_hat @ w_hat.T, x @ w.T)
-
-
-# --- weight-only int8 matmul: a CUDA kernel with a NumPy reference ------------------------------
-
-MAX_BATCH_ROWS = 16  # the largest MAX_M the kernel is compiled for
-
-
-def int8_weight_matmul_reference(x: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """y = x · (scale ⊙ W)ᵀ in float32: x (M, K), codes (N, K) int8, scales (N,) → (M, N)."""
-    return (np.asarray(x, np.float32) @ np.asarray(codes, np.float32).T) * np.asarray(scales, np.float32)
-
-
-def int8_weight_matmul(x, codes, scales, k_unroll: int = 4, max_m: int | None = None):
-    """Weight-only int8 matmul. On CuPy: the kernel in ``kernels/training_memory/int8_matmul.cu``
-    (x fp16 (M, K) with M ≤ 16 and K % 16 == 0, codes int8 (N, K), scales fp32 (N,) → fp16 (M, N)).
-    On NumPy: the reference above.
-
-    ``k_unroll``: 16-byte weight loads each lane issues before using them (bytes in flight);
-    ``max_m``: the batch rows the kernel is compiled for (default: the smallest power of two ≥ M;
-    a larger value holds more accumulators, so more registers per thread and fewer warps per SM).
-    """
-    M, K = x.shape
-    N = codes.shape[0]
-    check_int("rows of x", M, low=1, high=MAX_BATCH_ROWS)
-    check_int("k_unroll", k_unroll, low=1, high=8)
-    max_m = 1 << (M - 1).bit_length() if max_m is None else check_int("max_m", max_m, low=M, high=MAX_BATCH_ROWS)
-    if K % 16 or codes.shape[1] != K:
-        raise ValueError(f"K must be a multiple of 16 and match codes' columns; "
-                         f"got x {x.shape}, codes {codes.shape}")
-    if not backend.on_gpu:
-        return int8_weight_matmul_reference(x, codes, scales)
-    cp = backend.xp
-    kernel = loader.kernel("training_memory/int8_matmul.cu", "int8_weight_matmul",
-                           {"MAX_M": max_m, "K_UNROLL": k_unroll})
-    x = cp.ascontiguousarray(x, dtype=cp.float16)
-    codes = cp.ascontiguousarray(codes, dtype=cp.int8)
-    scales = cp.ascontiguousarray(scales, dtype=cp.float32)
-    y = cp.empty((M, N), dtype=cp.float16)
-    threads, rows_per_block = 256, 8
-    kernel(((N + rows_per_block - 1) // rows_per_block,), (threads,),
-           (x, codes, scales, y, np.int32(M), np.int32(N), np.int32(K)))
-    return y

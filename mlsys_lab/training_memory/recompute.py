@@ -20,6 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
+from mlsys_lab.timing import benchmark
 from mlsys_lab.training_memory.autodiff import Tape, Tensor, softmax_cross_entropy
 from mlsys_lab.training_memory.training import MLP
 from mlsys_lab.validation import check_int
@@ -127,3 +130,37 @@ def recompute_time_ratio(n_blocks: int, segment_length: int, backward_over_forwa
     k = check_int("segment_length", segment_length, low=1, high=n_blocks)
     extra = (n_blocks - k) / n_blocks
     return (1 + extra + backward_over_forward) / (1 + backward_over_forward)
+
+
+@dataclass(frozen=True)
+class CheckpointSweep:
+    """:func:`forward_backward` at every segment length k = 1..n: one entry per k in each array."""
+
+    segment_lengths: np.ndarray  # k
+    peak_activation_bytes: np.ndarray  # measured on the tapes (StepStats.peak_activation_bytes)
+    n_block_forwards: np.ndarray  # n plus the blocks recomputed
+    step_seconds: np.ndarray  # median time of one forward + backward
+
+    @property
+    def lowest_peak_segment_length(self) -> int:
+        """The k whose step kept the fewest bytes (the smallest such k on a tie)."""
+        return int(self.segment_lengths[np.argmin(self.peak_activation_bytes)])
+
+    @property
+    def memory_saving(self) -> float:
+        """Peak bytes with no recomputation (k = n) over the lowest peak of the sweep."""
+        return float(self.peak_activation_bytes[-1] / self.peak_activation_bytes.min())
+
+
+def checkpoint_sweep(model: MLP, x, labels, *, warmup: int = 1, repeat: int = 3) -> CheckpointSweep:
+    """Run and time one checkpointed step of ``model`` on (x, labels) for every segment length k."""
+    check_int("repeat", repeat, low=1)
+    n = check_int("n_blocks", len(model.blocks), low=1)
+    peaks, forwards, seconds = [], [], []
+    for k in range(1, n + 1):
+        stats = forward_backward(model, x, labels, k)
+        timing = benchmark(lambda k=k: forward_backward(model, x, labels, k), warmup=warmup, repeat=repeat)
+        peaks.append(stats.peak_activation_bytes)
+        forwards.append(stats.n_block_forwards)
+        seconds.append(timing.median)
+    return CheckpointSweep(np.arange(1, n + 1), np.array(peaks), np.array(forwards), np.array(seconds))

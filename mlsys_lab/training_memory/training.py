@@ -1,4 +1,4 @@
-"""A residual MLP on the autodiff engine, and the optimizers that train it (训练流程).
+"""A residual MLP on the autodiff engine, trained with the floor's optimizers (训练流程).
 
 The model: x (batch, d_in) → stem Linear → n_blocks residual blocks → head Linear → softmax
 cross-entropy. Each block is the transformer's feed-forward shape:
@@ -7,18 +7,21 @@ cross-entropy. Each block is the transformer's feed-forward shape:
 
 A block's backward needs its input h (for dW1) and the tanh output (for tanh' and dW2): (1 + e)·B·d
 numbers per block stay on the tape. That is what activation checkpointing trades for recompute.
+The optimizers (:class:`~mlsys_lab.nn.SGD`, :class:`~mlsys_lab.nn.Adam`) are the floor's: they update
+the Tensors' arrays in place, keyed by :attr:`MLP.named_parameters`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from mlsys_lab.backend import xp
+from mlsys_lab.nn import SGD, Adam
 from mlsys_lab.training_memory.autodiff import Tape, Tensor, matmul, softmax_cross_entropy, tanh
-from mlsys_lab.validation import check_choice, check_int, check_number
+from mlsys_lab.validation import check_choice, check_int
 
 
 @dataclass
@@ -35,6 +38,13 @@ class MLP:
         return [*self.stem, *(p for block in self.blocks for p in block), *self.head]
 
     @property
+    def named_parameters(self) -> dict[str, Tensor]:
+        """``stem.w``, ``stem.b``, ``blocks.<i>.w1``, ``.b1``, ``.w2``, ``head.w``, ``head.b``: what optimizers key on."""
+        names = ["stem.w", "stem.b", *(f"blocks.{i}.{n}" for i in range(len(self.blocks)) for n in ("w1", "b1", "w2")),
+                 "head.w", "head.b"]
+        return dict(zip(names, self.parameters, strict=True))
+
+    @property
     def n_params(self) -> int:
         return sum(int(p.data.size) for p in self.parameters)
 
@@ -47,6 +57,10 @@ class MLP:
         w1, b1, w2 = self.blocks[index]
         self.n_block_forwards += 1
         return h + matmul(tanh(h @ w1 + b1), w2)
+
+    def logits(self, x):
+        """Logits (B, C) of a batch as an array, with no tape anywhere: nothing is recorded."""
+        return forward_logits(self, Tensor(x)).data
 
 
 def make_mlp(d_in: int, width: int, n_blocks: int, n_classes: int, *, expansion: int = 4, seed: int = 0,
@@ -81,87 +95,29 @@ def make_mlp(d_in: int, width: int, n_blocks: int, n_classes: int, *, expansion:
     return MLP((weight(d_in, width), bias(width)), blocks, (weight(width, n_classes), bias(n_classes)))
 
 
-def forward_loss(model: MLP, x: Tensor, labels) -> Tensor:
-    """Whole model on one tape (no checkpointing): stem, blocks, head, loss."""
+def forward_logits(model: MLP, x: Tensor) -> Tensor:
+    """Stem, blocks, head: the logits (B, C), recorded on ``x``'s tape if it has one."""
     h = x @ model.stem[0] + model.stem[1]
     for index in range(len(model.blocks)):
         h = model.run_block(index, h)
-    return softmax_cross_entropy(h @ model.head[0] + model.head[1], labels)
+    return h @ model.head[0] + model.head[1]
 
 
-def accuracy(model: MLP, x, labels) -> float:
-    """Fraction of rows whose largest logit is the label (no tape)."""
-    h = Tensor(x) @ model.stem[0] + model.stem[1]  # no tape anywhere: nothing is recorded
-    for index in range(len(model.blocks)):
-        h = model.run_block(index, h)
-    logits = (h @ model.head[0] + model.head[1]).data
-    return float((logits.argmax(axis=1) == labels).mean())
+def forward_loss(model: MLP, x: Tensor, labels) -> Tensor:
+    """Whole model on one tape (no checkpointing): stem, blocks, head, loss."""
+    return softmax_cross_entropy(forward_logits(model, x), labels)
 
 
-# --- optimizers (梯度下降): each keeps its state as arrays, so the state's bytes can be counted ---
+def loss_with_parameter(model: MLP, parameter: Tensor, value, x, labels) -> float:
+    """The loss with ``parameter``'s values replaced by ``value`` (restored after), on no tape.
 
-@dataclass
-class SGD:
-    """θ ← θ − η·g. No state."""
-
-    lr: float = 0.1
-    state: dict = field(default_factory=dict)
-
-    def step(self, params: list[Tensor]) -> None:
-        for p in params:
-            p.data -= self.lr * p.grad
-
-
-@dataclass
-class Adam:
-    """Adam (Kingma & Ba 2015): per-parameter step size from running moments of the gradient.
-
-        m ← β1·m + (1−β1)·g          first moment: the recent direction (一阶矩, "方向趋势")
-        v ← β2·v + (1−β2)·g²         second moment: the recent magnitude (二阶矩, "波动幅度")
-        θ ← θ − η · m̂ / (√v̂ + ε)     m̂, v̂: m, v divided by (1 − βᵗ) to undo the zero start
-
-    m and v have the parameter's shape: 2 × the model's size of state, kept for the whole run.
+    What central differences perturb: ``numerical_gradient(lambda v: loss_with_parameter(model, w, v, x, y), w0)``.
     """
-
-    lr: float = 1e-3
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    t: int = 0
-    state: dict = field(default_factory=dict)  # id(param) -> (m, v)
-
-    def step(self, params: list[Tensor]) -> None:
-        self.t += 1
-        correction1, correction2 = 1 - self.beta1 ** self.t, 1 - self.beta2 ** self.t
-        for p in params:
-            if id(p) not in self.state:
-                self.state[id(p)] = (xp.zeros_like(p.data), xp.zeros_like(p.data))
-            m, v = self.state[id(p)]
-            # In place with one scratch array of the parameter's size (what fused optimizers avoid too).
-            scratch = p.grad * p.grad
-            v *= self.beta2
-            scratch *= 1 - self.beta2
-            v += scratch
-            m *= self.beta1
-            xp.multiply(p.grad, 1 - self.beta1, out=scratch)
-            m += scratch
-            xp.divide(v, correction2, out=scratch)
-            xp.sqrt(scratch, out=scratch)
-            scratch += self.eps
-            xp.divide(m, scratch, out=scratch)
-            scratch *= self.lr / correction1
-            p.data -= scratch
-
-    @property
-    def state_bytes(self) -> int:
-        return sum(int(m.nbytes + v.nbytes) for m, v in self.state.values())
-
-
-def make_optimizer(name: str, lr: float):
-    """'sgd' or 'adam' with learning rate ``lr``."""
-    check_choice("optimizer", name, ("sgd", "adam"))
-    check_number("lr", lr, low=0.0, low_inclusive=False)
-    return SGD(lr) if name == "sgd" else Adam(lr)
+    saved, parameter.data = parameter.data, xp.asarray(value)
+    try:
+        return float(forward_loss(model, Tensor(x), labels).data)
+    finally:
+        parameter.data = saved
 
 
 def spiral_data(n_per_class: int, n_classes: int = 3, *, noise: float = 0.2, seed: int = 0):
@@ -176,17 +132,20 @@ def spiral_data(n_per_class: int, n_classes: int = 3, *, noise: float = 0.2, see
     return xp.asarray(x), xp.asarray(labels)
 
 
-def train_step(model: MLP, optimizer, x, labels) -> Tensor:
+def train_mlp_step(model: MLP, optimizer: SGD | Adam, x, labels) -> Tensor:
     """One step: forward to the loss on a fresh tape, backward, optimizer update. Returns the loss."""
     tape = Tape()
     loss = forward_loss(model, Tensor(x, tape), labels)
     model.zero_grad()
     tape.backward(loss)
-    optimizer.step(model.parameters)
+    parameters = model.named_parameters
+    optimizer.step({name: p.data for name, p in parameters.items()},
+                   {name: p.grad for name, p in parameters.items()})
     return loss
 
 
-def train(model: MLP, x, labels, *, optimizer, batch_size: int, n_epochs: int, seed: int = 0) -> list[float]:
+def train_mlp(model: MLP, x, labels, *, optimizer: SGD | Adam, batch_size: int, n_epochs: int,
+              seed: int = 0) -> list[float]:
     """Mini-batch training; returns the loss of every step.
 
     ``batch_size = len(x)`` is batch gradient descent (全量梯度下降), 1 is SGD, in between is
@@ -201,5 +160,32 @@ def train(model: MLP, x, labels, *, optimizer, batch_size: int, n_epochs: int, s
         order = xp.asarray(generator.permutation(n))
         for start in range(0, n, batch_size):
             rows = order[start:start + batch_size]
-            losses.append(float(train_step(model, optimizer, x[rows], labels[rows]).data))
+            losses.append(float(train_mlp_step(model, optimizer, x[rows], labels[rows]).data))
     return losses
+
+
+def random_batch(batch: int, d_in: int, n_classes: int, seed: int = 0) -> tuple:
+    """x (batch, d_in) float32 standard normal and labels (batch,) uniform in [0, n_classes), drawn on the host."""
+    check_int("batch", batch, low=1)
+    check_int("d_in", d_in, low=1)
+    check_int("n_classes", n_classes, low=1)
+    generator = np.random.default_rng(seed)
+    x = xp.asarray(generator.standard_normal((batch, d_in), dtype=np.float32))
+    return x, xp.asarray(generator.integers(0, n_classes, batch))
+
+
+def fresh_adam_steps(d_in: int, width: int, n_blocks: int, n_classes: int, batch: int, *, n_steps: int = 2,
+                     lr: float = 1e-3, seed: int = 0) -> tuple[MLP, Adam]:
+    """A random batch, a fresh MLP and ``n_steps`` Adam steps on it: a training step's memory from nothing.
+
+    Called under :func:`~mlsys_lab.training_memory.accounting.measure_peak_bytes`, the peak is the
+    batch, the weights, Adam's m and v, the gradients, the activations and the step's workspace,
+    which :func:`~mlsys_lab.training_memory.accounting.mlp_step_bytes` predicts from shapes. Two
+    steps, so that the second runs with Adam's state already allocated.
+    """
+    check_int("n_steps", n_steps, low=1)
+    x, labels = random_batch(batch, d_in, n_classes, seed)
+    model, optimizer = make_mlp(d_in, width, n_blocks, n_classes), Adam(lr=lr)
+    for _ in range(n_steps):
+        train_mlp_step(model, optimizer, x, labels)
+    return model, optimizer

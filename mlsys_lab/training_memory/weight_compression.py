@@ -100,13 +100,14 @@ def break_even_bandwidth(ratio: float, decompress_bytes_per_s: float) -> float:
     return max(0.0, decompress_bytes_per_s * (1.0 - 1.0 / ratio))
 
 
-def transfer_seconds(n_bytes: float, bandwidth: float, ratio: float = 1.0,
-                     decompress_bytes_per_s: float | None = None) -> float:
-    """Time to move ``n_bytes`` over ``bandwidth``: n / B raw, n / (r B) + n / D compressed."""
+def compressed_transfer_seconds(n_bytes: float, bandwidth_bytes_per_s: float, ratio: float,
+                                decompress_bytes_per_s: float) -> float:
+    """Time to move ``n_bytes`` compressed ``ratio`` times over a link, then decompress: n / (r B) + n / D.
+
+    Sent raw it is n / B, :func:`mlsys_lab.hardware.transfer_seconds`; compression pays when this is less.
+    """
     check_number("n_bytes", n_bytes, low=0)
-    check_number("bandwidth", bandwidth, low=0, low_inclusive=False)
-    if decompress_bytes_per_s is None:
-        return n_bytes / bandwidth
+    check_number("bandwidth_bytes_per_s", bandwidth_bytes_per_s, low=0, low_inclusive=False)
     check_number("ratio", ratio, low=0, low_inclusive=False)
     check_number("decompress_bytes_per_s", decompress_bytes_per_s, low=0, low_inclusive=False)
-    return n_bytes / (ratio * bandwidth) + n_bytes / decompress_bytes_per_s
+    return n_bytes / (ratio * bandwidth_bytes_per_s) + n_bytes / decompress_bytes_per_s

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import ipywidgets as widgets
 import numpy as np
 from matplotlib import colormaps
@@ -14,30 +12,10 @@ from mlsys_lab.collectives import cost, simulate
 from mlsys_lab.collectives import overlap as overlap_model
 from mlsys_lab.collectives import topology as topologies
 from mlsys_lab.units import format_seconds
-from mlsys_lab.validation import check_int
 from mlsys_lab.widgets.base import Explorer, log_slider, slider
 
 MAX_RANKS = 8
 COLORS = {"naive": "#c44e52", "ring": "#4c72b0", "tree": "#55a868", "halving_doubling": "#8172b2"}
-
-
-@dataclass(frozen=True)
-class RingState:
-    """The ring after ``step`` rounds: contributions[r, c] = how many ranks' chunk c rank r has summed."""
-
-    n_ranks: int
-    step: int
-    phase: str
-    contributions: np.ndarray  # (p, p) ints in 0..p
-    bytes_sent_per_rank: float  # for a 1 MiB float32 vector
-
-
-def ring_state(n_ranks: int, step: int) -> RingState:
-    """The ring on p ranks after ``step`` rounds (:func:`simulate.ring_contributions`), for a 1 MiB vector."""
-    p = check_int("n_ranks", n_ranks, low=2, high=MAX_RANKS)
-    step = check_int("step", step, low=0, high=2 * (p - 1))
-    phase, _, counts = simulate.ring_contributions(p)[step]
-    return RingState(p, step, phase, counts, step * 2**20 / p)
 
 
 class RingAllReduceExplorer(Explorer):
@@ -52,7 +30,7 @@ class RingAllReduceExplorer(Explorer):
         }
 
     def compute(self, n_ranks, step):
-        return ring_state(n_ranks, step)
+        return simulate.ring_state(n_ranks, step)
 
     def draw(self, figure):
         self.ax = figure.add_subplot()

@@ -2,35 +2,20 @@
 
 from __future__ import annotations
 
-import functools
+import html
+import inspect
 
 import ipywidgets as widgets
 import numpy as np
+from IPython.display import HTML
 
-from mlsys_lab.loops.cache_model import simulate_matmul_misses
-from mlsys_lab.loops.matmul import ORDER_CODES, flop, matmul_blocked
-from mlsys_lab.timing import benchmark
+from mlsys_lab.loops.cache_model import TILES, miss_curves
+from mlsys_lab.loops.matmul import ORDER_CODES
+from mlsys_lab.loops.measure import cpu_ladder_rates, gpu_ladder_rates, measure_blocked
+from mlsys_lab.operators.cost import matmul_cost
 from mlsys_lab.units import format_seconds
 from mlsys_lab.validation import check_choice
 from mlsys_lab.widgets.base import Explorer
-
-TILES = (4, 8, 16, 32, 64, 128)
-L1_BYTES, LINE_BYTES, WAYS = 32 * 1024, 64, 8  # a typical L1 data cache
-
-
-@functools.lru_cache(maxsize=8)
-def miss_curves(n: int) -> dict[str, np.ndarray]:
-    """Simulated L1 misses per inner iteration (per n³) for each order over ``TILES`` (tile = n: untiled)."""
-    return {order: np.array([simulate_matmul_misses(n, order, min(t, n), L1_BYTES, LINE_BYTES, WAYS)["total"]
-                             for t in TILES]) / n**3 for order in ORDER_CODES}
-
-
-def measure_blocked(n: int, order: str, tile: int, repeat: int = 3) -> float:
-    """Median seconds of :func:`matmul_blocked` on random n x n float64 matrices."""
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((n, n)), rng.standard_normal((n, n))
-    out = np.empty((n, n))
-    return benchmark(lambda: matmul_blocked(a, b, out, order, tile), warmup=1, repeat=repeat).median
 
 
 class LoopOrderExplorer(Explorer):
@@ -50,8 +35,10 @@ class LoopOrderExplorer(Explorer):
         curves = miss_curves(n)
         seconds = measure_blocked(n, order, min(tile, n))
         baseline = measure_blocked(n, "ijk", n)
+        flop = matmul_cost(n, n, n, "fp64").flop
         return {"n": n, "order": order, "tile": min(tile, n), "curves": curves,
-                "misses": curves[order][TILES.index(tile)], "seconds": seconds, "baseline_s": baseline}
+                "misses": curves[order][TILES.index(tile)], "seconds": seconds, "baseline_s": baseline,
+                "rates": [flop / baseline, flop / seconds]}
 
     def draw(self, figure):
         self.ax_miss, self.ax_time = figure.subplots(1, 2)
@@ -71,8 +58,7 @@ class LoopOrderExplorer(Explorer):
         self.ax_miss.relim()
         self.ax_miss.autoscale_view()
         self.marker.set_data([result["tile"]], [result["misses"]])
-        work = flop(result["n"])
-        rates = [work / result["baseline_s"] / 1e9, work / result["seconds"] / 1e9]
+        rates = [rate / 1e9 for rate in result["rates"]]
         for bar, rate in zip(self.bars, rates, strict=True):
             bar.set_height(rate)
         self.ax_time.set_ylim(0, max(rates) * 1.2)
@@ -84,12 +70,8 @@ class LoopOrderExplorer(Explorer):
                 "speed-up over ijk untiled": f"{result['baseline_s'] / result['seconds']:.2f}x"}
 
 
-def side_by_side(before, after, titles: tuple[str, str] = ("before", "after")):
+def draw_side_by_side(before, after, titles: tuple[str, str] = ("before", "after")) -> HTML:
     """Two functions' source code in two columns (numba dispatchers show their Python source)."""
-    import html
-    import inspect
-
-    from IPython.display import HTML
 
     def source(fn) -> str:
         return html.escape(inspect.getsource(getattr(fn, "py_func", fn)))
@@ -98,3 +80,34 @@ def side_by_side(before, after, titles: tuple[str, str] = ("before", "after")):
     cells = "".join(f"<td style='vertical-align:top;padding-right:1em'><b>{html.escape(t)}</b>"
                     f"<pre style='font-size:11px'>{source(f)}</pre></td>" for t, f in pairs)
     return HTML(f"<table><tr>{cells}</tr></table>")
+
+
+def plot_recorded_ladders(ax_cpu, ax_gpu, cpu_run: dict, gpu_run: dict) -> None:
+    """The matmul ladders recorded on a CPU (float64, medians as bars, fastest runs as ticks) and a GPU
+    (float32): FLOP/s of each step, from ``records.load("loops_cpu")`` and ``records.load("loops_gpu")``."""
+    steps, fastest = cpu_ladder_rates(cpu_run), cpu_ladder_rates(cpu_run, "min_seconds")
+    ax_cpu.bar(list(steps), np.array(list(steps.values())) / 1e9, color="#4c72b0", label="median")
+    ax_cpu.plot(list(fastest), np.array(list(fastest.values())) / 1e9, "k_", ms=14, label="fastest run")
+    ax_cpu.legend(fontsize=8)
+    ax_cpu.set_ylabel("GFLOP/s (float64)")
+    ax_cpu.set_yscale("log")
+    ax_cpu.set_title(f"CPU: {cpu_run['machine'][:28]}, {cpu_run['cores']} cores, n={cpu_run['matmul_n']}",
+                     fontsize=9)
+    gpu = gpu_ladder_rates(gpu_run)
+    ax_gpu.bar(list(gpu), np.array(list(gpu.values())) / 1e12, color="#dd8452")
+    ax_gpu.set_ylabel("TFLOP/s (float32)")
+    ax_gpu.set_title(f"GPU: {gpu_run['device'].split(' · ')[1]}, n={gpu_run['matmul_n']}", fontsize=9)
+    for ax in (ax_cpu, ax_gpu):
+        ax.tick_params(axis="x", labelsize=7, rotation=45)
+
+
+def plot_misses_vs_time(ax, sweep: dict) -> None:
+    """Measured time against simulated L1 misses per iteration, one colour per loop order
+    (``loops.measure.blocked_sweep``)."""
+    for order in dict.fromkeys(sweep["order"]):
+        chosen = sweep["order"] == order
+        ax.scatter(sweep["misses"][chosen], sweep["seconds"][chosen] * 1e3, label=order)
+    ax.set_xlabel("model: L1 misses / iteration")
+    ax.set_ylabel("measured ms")
+    ax.set_yscale("log")
+    ax.legend()

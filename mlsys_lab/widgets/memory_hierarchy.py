@@ -2,44 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import ipywidgets as widgets
 import numpy as np
 
 from mlsys_lab.memory_hierarchy import simt
+from mlsys_lab.memory_hierarchy.simt import SPACES, warp_access
 from mlsys_lab.widgets.base import Explorer, slider
-
-SPACES = ("global (32-byte sectors)", "shared (32 banks)")
-
-
-@dataclass(frozen=True)
-class WarpAccess:
-    """One warp's request: where each lane goes and what it costs."""
-
-    space: str
-    slots: np.ndarray  # (32,) sector index (global, relative to the first) or bank (shared) of each lane
-    cost: int  # sectors (global) or passes (shared)
-    best_cost: int  # the cost of the contiguous pattern of the same size
-    efficiency: float  # useful bytes / bytes moved (global); 1 / passes (shared)
-
-
-def warp_access(space: str, stride: int, offset: int, element_bytes: int) -> WarpAccess:
-    """Analyse ``x[offset + lane * stride]`` for one warp in ``space`` (elements of ``element_bytes``)."""
-    if space not in SPACES:
-        raise ValueError(f"space must be one of {', '.join(SPACES)}; got {space!r}")
-    if space == SPACES[0]:
-        addresses = simt.strided_addresses(stride, element_bytes, offset)
-        cost = int(simt.sectors_per_request(addresses, element_bytes)[0])
-        best = int(simt.sectors_per_request(simt.strided_addresses(1, element_bytes), element_bytes)[0])
-        slots = addresses // simt.SECTOR_BYTES - addresses.min() // simt.SECTOR_BYTES
-        efficiency = float(simt.coalescing_efficiency(addresses, element_bytes)[0])
-        return WarpAccess(space, slots, cost, best, efficiency)
-    if element_bytes != 4:
-        raise ValueError(f"element_bytes must be 4 for shared memory (one bank word); got {element_bytes}")
-    words = offset + simt.lanes() * stride
-    cost = int(simt.bank_conflict_degree(words)[0])
-    return WarpAccess(space, words % simt.N_BANKS, cost, 1, 1 / cost)
 
 
 class WarpAccessExplorer(Explorer):
@@ -125,7 +93,7 @@ def plot_strided_reads(ax, memory_data: dict, copy_bytes_per_s: float) -> None:
     strides = np.array([r["stride"] for r in rows])
     n = rows[0]["n"]
     for granularity, style in ((32, "s--"), (64, "^:")):
-        predicted = [n * simt.strided_copy_bytes(s, granularity) / copy_bytes_per_s * 1e6 for s in strides]
+        predicted = [simt.strided_copy_seconds(n, s, copy_bytes_per_s, granularity) * 1e6 for s in strides]
         ax.plot(strides, predicted, style, label=f"traffic / copy bandwidth, {granularity}-byte sectors")
     ax.plot(strides, [r["median_s"] * 1e6 for r in rows], "o-", color="#c44e52", label="measured")
     ax.set_xscale("log", base=2)
@@ -140,7 +108,7 @@ def plot_bank_conflicts(ax, memory_data: dict) -> None:
     rows = memory_data["shared"]["shared_stride"]
     strides = np.array([r["stride"] for r in rows])
     measured = np.array([r["median_s"] for r in rows]) / rows[0]["median_s"]
-    predicted = [int(simt.bank_conflict_degree(simt.lanes() * s)[0]) for s in strides]
+    predicted = [simt.strided_bank_conflict(int(s)) for s in strides]
     ax.bar(strides, predicted, color="#dddddd", label="predicted passes (simt)")
     ax.plot(strides, measured, "o", color="#c44e52", label="measured time ratio")
     ax.set_yscale("log", base=2)

@@ -5,43 +5,11 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.colors import ListedColormap
 
-from mlsys_lab.backend import asnumpy, xp
-from mlsys_lab.moe.gating import (
-    assign_with_capacity,
-    expert_capacity,
-    gates_dense,
-    load_balancing_loss,
-    top_k_gating,
-)
-from mlsys_lab.nn import softmax
-from mlsys_lab.validation import check_int
+from mlsys_lab.moe.synthetic import route_batch
 from mlsys_lab.widgets.base import Explorer, slider
 
 # 0 = not routed, 1 = routed and kept, 2 = routed but over capacity (dropped to the residual)
 ROUTING_COLORS = ListedColormap(["#f2f2f2", "#4c72b0", "#c44e52"])
-
-
-def route_batch(n_tokens: int, n_experts: int, top_k: int, capacity_factor: float, skew: float,
-                seed: int = 0) -> dict:
-    """Pure: route random tokens with a router biased by ``skew``; return the routing picture and figures.
-
-    Router logits are N(0, 1) plus skew · (a preference that falls linearly from expert 0 to the last).
-    """
-    check_int("top_k", top_k, low=1, high=n_experts)
-    rng = np.random.default_rng(seed)
-    logits = rng.normal(size=(n_tokens, n_experts)) + skew * np.linspace(1, -1, n_experts)
-    logits = xp.asarray(logits.astype(np.float32))
-    idx, weights = top_k_gating(logits, top_k)
-    capacity = expert_capacity(n_tokens, n_experts, capacity_factor, top_k)
-    kept, _ = assign_with_capacity(idx, n_experts, capacity)
-    idx_np = asnumpy(idx)
-    picture = np.zeros((n_tokens, n_experts), dtype=int)
-    rows = np.repeat(np.arange(n_tokens), top_k)
-    picture[rows, idx_np.reshape(-1)] = np.where(kept.reshape(-1), 1, 2)
-    load = np.bincount(idx_np.reshape(-1), minlength=n_experts)
-    return {"picture": picture, "load": load, "capacity": capacity, "drop_fraction": float(1 - kept.mean()),
-            "aux_loss": load_balancing_loss(softmax(logits), idx),
-            "gates": asnumpy(gates_dense(idx, weights, n_experts))}
 
 
 class RoutingExplorer(Explorer):

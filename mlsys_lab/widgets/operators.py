@@ -5,11 +5,26 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.patches import Rectangle
 
 from mlsys_lab.hardware import PRESETS
-from mlsys_lab.operators import PIPELINE, Graph, layout, trace
-from mlsys_lab.operators import cost as ops
-from mlsys_lab.operators.memory_plan import liveness, lower_bound_bytes
+from mlsys_lab.operators import (
+    CATALOGUE,
+    OP_CLASS,
+    OP_CLASSES,
+    PIPELINE,
+    Graph,
+    bound,
+    catalogue_cost,
+    layout,
+    live_bytes_per_step,
+    liveness,
+    lower_bound_bytes,
+    time_lower_bound_seconds,
+    trace,
+)
+from mlsys_lab.operators.measure import attention_block, elementwise_chain
+from mlsys_lab.roofline import attainable_flops, roofline_curve
 from mlsys_lab.units import format_seconds
 from mlsys_lab.widgets.base import Explorer
 
@@ -37,7 +52,7 @@ class OperatorExplorer(Explorer):
 
     def make_controls(self):
         return {
-            "op_name": widgets.Dropdown(options=list(ops.CATALOGUE), value="matmul", description="operator"),
+            "op_name": widgets.Dropdown(options=list(CATALOGUE), value="matmul", description="operator"),
             "size": widgets.SelectionSlider(
                 options=[2**p for p in range(4, 15)], value=1024, description="size N"
             ),
@@ -53,7 +68,7 @@ class OperatorExplorer(Explorer):
             raise ValueError(
                 f"dtype must be one of {', '.join(hw.peak_flop_per_s)} on {hw.name}; got {dtype!r}"
             )
-        costs = {name: ops.catalogue_cost(name, size, dtype) for name in ops.CATALOGUE}
+        costs = {name: catalogue_cost(name, size, dtype) for name in CATALOGUE}
         return {"costs": costs, "selected": costs[op_name], "hw": hw, "dtype": dtype}
 
     def draw(self, figure):
@@ -65,29 +80,28 @@ class OperatorExplorer(Explorer):
         ax.set_ylabel("attainable FLOP/s")
         (self.roof,) = ax.plot([], [], color="black", lw=1.5)
         self.ridge = ax.axvline(1.0, color="grey", ls=":", lw=1)
-        self.points = {name: ax.plot([], [], "o", ms=5, alpha=0.35)[0] for name in ops.CATALOGUE}
+        self.points = {name: ax.plot([], [], "o", ms=5, alpha=0.35)[0] for name in CATALOGUE}
         (self.selected,) = ax.plot([], [], "o", ms=11, mfc="none", mec="black", mew=2)
         self.label = ax.text(0.02, 0.95, "", transform=ax.transAxes, va="top", fontsize=9)
-        for op_class in ops.OP_CLASSES:
+        for op_class in OP_CLASSES:
             ax.plot([], [], "o", color=CLASS_COLOURS[op_class], label=op_class)
         ax.legend(loc="lower right", fontsize=8)
 
     def redraw(self, result):
         hw, dtype = result["hw"], result["dtype"]
         peak, bandwidth = hw.peak(dtype), hw.memory_bandwidth_bytes_per_s
-        intensity = np.logspace(-2, 4, 200)
-        self.roof.set_data(intensity, np.minimum(peak, bandwidth * intensity))
+        self.roof.set_data(*roofline_curve(peak, bandwidth, 1e-2, 1e4))
         self.ridge.set_xdata([hw.ridge_point(dtype)] * 2)
         for name, cost in result["costs"].items():
             x = max(cost.intensity, 1.2e-2)  # a reshape (0 FLOP, 0 bytes) is parked at the left edge
-            self.points[name].set_data([x], [min(peak, bandwidth * x)])
+            self.points[name].set_data([x], [attainable_flops(x, peak, bandwidth)])
             self.points[name].set_color(CLASS_COLOURS[cost.op_class])
         chosen = result["selected"]
         x = max(chosen.intensity, 1.2e-2)
-        self.selected.set_data([x], [min(peak, bandwidth * x)])
+        self.selected.set_data([x], [attainable_flops(x, peak, bandwidth)])
         self.ax.set_ylim(bandwidth * 1e-2 / 2, peak * 3)
         self.label.set_text(
-            f"{chosen.name}: {chosen.op_class}, {ops.bound(chosen, hw, dtype)}\n"
+            f"{chosen.name}: {chosen.op_class}, {bound(chosen, hw, dtype)}\n"
             f"ridge point {hw.ridge_point(dtype):.0f} FLOP/B ({hw.name}, {dtype})"
         )
 
@@ -95,20 +109,18 @@ class OperatorExplorer(Explorer):
         cost, hw, dtype = result["selected"], result["hw"], result["dtype"]
         return {
             "shape": cost.shape_text,
-            "FLOPs": _si(cost.flops, "FLOP"),
-            "bytes moved": _si(cost.bytes, "B"),
+            "FLOPs": _si(cost.flop, "FLOP"),
+            "bytes moved": _si(cost.n_bytes, "B"),
             "intensity": f"{cost.intensity:.3g} FLOP/B",
             "class": cost.op_class,
-            "bound": ops.bound(cost, hw, dtype),
-            "time ≥": format_seconds(ops.time_lower_bound_seconds(cost, hw, dtype)),
+            "bound": bound(cost, hw, dtype),
+            "time ≥": format_seconds(time_lower_bound_seconds(cost, hw, dtype)),
         }
 
 
 def draw_graph(ax: Axes, graph: Graph, title: str = "") -> None:
     """Draw ``graph`` top to bottom: a box per tensor, coloured by operator class, arrows for data flow."""
     positions = layout(graph)
-    from mlsys_lab.operators.ir import OP_CLASS
-
     for node in graph.nodes:
         if node.name not in positions:
             continue
@@ -145,13 +157,10 @@ def draw_graph(ax: Axes, graph: Graph, title: str = "") -> None:
     ax.set_title(title or f"{graph.n_kernels} kernels", fontsize=9)
 
 
+# program -> (function, input shapes): the two programs of the lesson.
 PROGRAMS = {
-    "elementwise chain": (
-        "mlsys_lab.operators.measure",
-        "elementwise_chain",
-        [(256, 1024), (256, 1024), (1024,)],
-    ),
-    "attention": ("mlsys_lab.operators.measure", "attention_block", [(4, 256, 64)] * 3),
+    "elementwise chain": (elementwise_chain, [(256, 1024), (256, 1024), (1024,)]),
+    "attention": (attention_block, [(4, 256, 64)] * 3),
 }
 
 
@@ -169,10 +178,8 @@ class PassExplorer(Explorer):
         return controls
 
     def compute(self, program, **enabled):
-        import importlib
-
-        module_name, fn_name, shapes = PROGRAMS[program]
-        graph = trace(getattr(importlib.import_module(module_name), fn_name), *shapes)
+        function, shapes = PROGRAMS[program]
+        graph = trace(function, *shapes)
         before = graph
         for graph_pass in PIPELINE:
             if enabled[graph_pass.__name__]:
@@ -228,8 +235,6 @@ def plot_fusion_sweep(ax: Axes, records: list[dict], title: str) -> None:
 def plot_live_bytes(ax: Axes, graphs: dict[str, Graph]) -> None:
     """Live tensor bytes at each step of each graph's order (the area under the curve is
     what a plan packs)."""
-    from mlsys_lab.operators.memory_plan import live_bytes_per_step
-
     for label, graph in graphs.items():
         live = live_bytes_per_step(liveness(graph))
         ax.step(
@@ -245,8 +250,6 @@ def plot_live_bytes(ax: Axes, graphs: dict[str, Graph]) -> None:
 
 def plot_plan(ax: Axes, intervals, offsets: dict[str, int], title: str = "") -> None:
     """A memory plan as rectangles: x = steps a tensor is live, y = its byte range in the arena."""
-    from matplotlib.patches import Rectangle
-
     colours = np.array(["#4c72b0", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd"])
     top = 1
     for i, iv in enumerate(intervals):

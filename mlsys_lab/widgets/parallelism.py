@@ -2,40 +2,17 @@
 
 from __future__ import annotations
 
-import json
-from importlib import resources
-
 import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
 from mlsys_lab.hardware import A100_80GB, H200
 from mlsys_lab.parallelism.dp import ddp_timeline
-from mlsys_lab.parallelism.planner import ClusterSpec, ModelSpec, rank_plans
+from mlsys_lab.parallelism.planner import ClusterSpec, megatron_models, rank_plans
 from mlsys_lab.parallelism.pp import peak_stashed_microbatches, pipeline_bubble_fraction, simulate_schedule
-from mlsys_lab.parallelism.timeline import Event, stream_idle_fraction, timeline_summary
+from mlsys_lab.parallelism.timeline import Event, stream_idle_fraction, timeline_raster, timeline_summary
 from mlsys_lab.parallelism.zero import zero_communication_bytes, zero_memory_breakdown, zero_memory_per_gpu
 from mlsys_lab.widgets.base import Explorer, log_slider, slider
-
-FORWARD_RGB, BACKWARD_RGB, COMM_RGB = (0.27, 0.51, 0.71), (0.90, 0.49, 0.13), (0.58, 0.40, 0.74)
-
-
-def timeline_raster(events: list[Event], streams: list[str], n_px: int = 600, t_end: float | None = None):
-    """An RGB image (streams × n_px) of a timeline: forward blue, backward orange, comm purple.
-
-    Micro-batches alternate two shades so neighbouring boxes stay distinguishable.
-    """
-    t_end = t_end or max(e.end for e in events)
-    image = np.ones((len(streams), n_px, 3))
-    for e in events:
-        row = streams.index(e.stream)
-        lo = int(round(e.start / t_end * n_px))
-        hi = max(int(round(e.end / t_end * n_px)), lo + 1)
-        base = {"forward": FORWARD_RGB, "backward": BACKWARD_RGB}.get(e.kind, COMM_RGB)
-        shade = 0.78 if (sum(map(ord, e.label)) % 2) else 1.0
-        image[row, lo:hi] = np.array(base) * shade
-        image[row, max(lo, hi - 1):hi] = np.array(base) * 0.55  # a thin edge between boxes
-    return image
 
 
 def plot_timeline(ax, events: list[Event], streams: list[str] | None = None, title: str = "",
@@ -186,13 +163,6 @@ class DDPOverlapExplorer(Explorer):
         return {"backward": f"{s['compute_busy_s'] * 1e3:.3g} ms",
                 "all-reduce": f"{s['comm_s'] * 1e3:.3g} ms",
                 "exposed comm": f"{s['exposed_comm_s'] * 1e3:.3g} ms", "step": f"{s['total_s'] * 1e3:.3g} ms"}
-
-
-def megatron_models() -> dict[str, ModelSpec]:
-    """The GPT models of Megatron-LM's Table 1 (Narayanan et al. 2021), by name."""
-    text = resources.files("mlsys_lab.data").joinpath("parallelism_megatron_2021.json").read_text()
-    rows = json.loads(text)["rows"]
-    return {f"GPT {r[0]:g}B": ModelSpec(r[3], r[2], r[1], name=f"GPT {r[0]:g}B") for r in rows}
 
 
 class PlannerExplorer(Explorer):

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from mlsys_lab.peft.accounting import BASE_BITS, MODELS, full_finetune_bytes, lora_finetune_bytes, lora_params_for_model
+from mlsys_lab.peft.accounting import BASE_BITS, LORA_TARGET_SETS, MODELS, peft_memory
 from mlsys_lab.widgets.base import Explorer, slider
 
-TARGET_SETS = {"q, v": ("q", "v"), "q, k, v, o": ("q", "k", "v", "o"), "all linear layers": None}
 GPU_GB = {"24 GB (RTX 4090)": 24, "48 GB (A6000 / L40S)": 48, "80 GB (A100 / H100)": 80, "141 GB (H200)": 141}
 PARTS = ("base weights", "LoRA weights", "LoRA gradients", "Adam states")
 COLORS = ("#4c72b0", "#55a868", "#c44e52", "#8172b2")
-
-
-def peft_memory(model: str, rank: int, targets: str, quantization: str) -> dict:
-    """Pure: memory (bytes) of LoRA fine-tuning by part, and of full fine-tuning, for the choices."""
-    shape = MODELS[model]
-    chosen = TARGET_SETS[targets] or tuple(shape.linear_shapes())
-    n_lora = lora_params_for_model(shape, rank, chosen)
-    parts = lora_finetune_bytes(shape.n_params(), n_lora, quantization)
-    return {"model": shape, "n_lora": n_lora, "parts": parts, "full": full_finetune_bytes(shape.n_params())}
 
 
 class QLoRAMemoryExplorer(Explorer):
@@ -30,7 +20,7 @@ class QLoRAMemoryExplorer(Explorer):
     def make_controls(self):
         return {"model": widgets.Dropdown(options=list(MODELS), value="LLaMA-65B", description="model"),
                 "rank": slider("LoRA rank r", 64, 1, 256),
-                "targets": widgets.Dropdown(options=list(TARGET_SETS), value="all linear layers",
+                "targets": widgets.Dropdown(options=list(LORA_TARGET_SETS), value="all linear layers",
                                             description="adapted"),
                 "quantization": widgets.Dropdown(options=list(BASE_BITS), value="nf4+dq",
                                                  description="base as"),
@@ -71,7 +61,7 @@ class QLoRAMemoryExplorer(Explorer):
     def readout_of(self, result):
         total = sum(result["parts"].values())
         rows = {"trainable (LoRA) params": f"{result['n_lora'] / 1e6:,.1f} M",
-                "share of the model": f"{100 * result['n_lora'] / result['model'].n_params():.3f} %"}
+                "share of the model": f"{100 * result['n_lora'] / result['model'].n_matrix_params:.3f} %"}
         rows.update({part: f"{result['parts'][part] / 1e9:.2f} GB" for part in PARTS})
         rows["total"] = f"{total / 1e9:.1f} GB"
         rows["fits"] = "yes" if total <= result["gpu_bytes"] else "no"

@@ -2,70 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import ipywidgets as widgets
 import numpy as np
 
 from mlsys_lab.hardware import PRESETS, Hardware
-from mlsys_lab.roofline import model as roofline
+from mlsys_lab.roofline import (
+    OPERATORS,
+    attainable_flops,
+    littles_law_sweeps,
+    measured_hardware,
+    measured_kernels,
+    operator_cost,
+    place,
+    ridge_point,
+    roofline_curve,
+    throughput_with_inflight,
+)
 from mlsys_lab.units import format_seconds
 from mlsys_lab.widgets.base import Explorer, log_slider
 
-OPERATORS = ("matmul", "linear layer (batch x d)", "elementwise add", "softmax", "sum")
 INTENSITY_RANGE = (1 / 32, 8192.0)
-
-
-@dataclass(frozen=True)
-class RooflinePoint:
-    """One operator on one processor."""
-
-    hardware: Hardware
-    dtype: str
-    cost: roofline.Cost
-    peak_flops: float
-    bandwidth: float
-    attainable_flops: float
-    seconds: float
-    bound: str
-
-
-def operator_cost(operator: str, m: int, n: int, k: int, dtype: str) -> roofline.Cost:
-    """The cost of one of ``OPERATORS`` with sizes m, n, k (meaning per operator, in the docstring table).
-
-    matmul: (m, k) @ (k, n). linear layer: batch m through a d x d weight, d = n. elementwise add:
-    m x n elements, two inputs. softmax: m rows of n. sum: m x n elements.
-    """
-    if operator not in OPERATORS:
-        raise ValueError(f"operator must be one of {', '.join(OPERATORS)}; got {operator!r}")
-    if operator == "matmul":
-        return roofline.matmul_cost(m, n, k, dtype)
-    if operator == "linear layer (batch x d)":
-        return roofline.matmul_cost(m, n, n, dtype)
-    if operator == "elementwise add":
-        return roofline.elementwise_cost(m * n, 1.0, n_inputs=2, n_outputs=1, dtype=dtype)
-    if operator == "softmax":
-        return roofline.softmax_cost(m, n, dtype)
-    return roofline.reduction_cost(m * n, dtype)
-
-
-def place(hardware: Hardware, operator: str, m: int, n: int, k: int, dtype: str) -> RooflinePoint:
-    """Cost, attainable FLOP/s, bound and roofline time of ``operator`` on ``hardware``."""
-    peak = hardware.peak(dtype)
-    bandwidth = hardware.memory_bandwidth_bytes_per_s
-    cost = operator_cost(operator, m, n, k, dtype)
-    attainable = roofline.attainable_flops(cost.intensity, peak, bandwidth)
-    seconds = roofline.attainable_seconds(cost, peak, bandwidth)
-    return RooflinePoint(
-        hardware,
-        dtype,
-        cost,
-        peak,
-        bandwidth,
-        attainable,
-        seconds,
-        roofline.bound(cost.intensity, peak, bandwidth),
-    )
 
 
 class RooflineExplorer(Explorer):
@@ -96,7 +52,7 @@ class RooflineExplorer(Explorer):
         if dtype not in hw.peak_flop_per_s:
             allowed = ", ".join(hw.peak_flop_per_s)
             raise ValueError(f"dtype must be one of {allowed} for {hw.name}; got {dtype!r}")
-        return place(hw, operator, round(m), round(n), round(k), dtype)
+        return place(hw, operator_cost(operator, round(m), round(n), round(k), dtype), dtype)
 
     def draw(self, figure):
         self.ax = figure.add_subplot()
@@ -112,9 +68,9 @@ class RooflineExplorer(Explorer):
         self.ax.grid(True, which="major", alpha=0.3)
 
     def redraw(self, result):
-        x, y = roofline.roofline_curve(result.peak_flops, result.bandwidth, *INTENSITY_RANGE)
+        x, y = roofline_curve(result.peak_flops, result.bandwidth, *INTENSITY_RANGE)
         self.roof.set_data(x, y)
-        self.ridge.set_xdata([roofline.ridge_point(result.peak_flops, result.bandwidth)] * 2)
+        self.ridge.set_xdata([ridge_point(result.peak_flops, result.bandwidth)] * 2)
         intensity = float(np.clip(result.cost.intensity, *INTENSITY_RANGE))
         self.point.set_data([intensity], [result.attainable_flops])
         self.ax.set_ylim(result.peak_flops / 3e4, result.peak_flops * 3)
@@ -125,7 +81,7 @@ class RooflineExplorer(Explorer):
             "FLOP": f"{result.cost.flop:.3g}",
             "bytes moved (min)": f"{result.cost.n_bytes:.3g}",
             "intensity": f"{result.cost.intensity:.3g} FLOP/byte",
-            "ridge point": f"{roofline.ridge_point(result.peak_flops, result.bandwidth):.3g} FLOP/byte",
+            "ridge point": f"{ridge_point(result.peak_flops, result.bandwidth):.3g} FLOP/byte",
             "bound": result.bound,
             "attainable": f"{result.attainable_flops / 1e12:.3g} TFLOP/s",
             "roofline time": format_seconds(result.seconds),
@@ -136,24 +92,24 @@ class RooflineExplorer(Explorer):
 def plot_measured_roofline(ax, roofline_data: dict, memory_data: dict) -> None:
     """Hierarchical roofline of the recorded GPU: HBM, L2 and shared-memory roofs, FP32 peaks, and
     the course's kernels measured (filled) beside their HBM-roofline prediction (open)."""
-    ceilings = roofline_data["ceilings"]
-    peak = ceilings["sgemm_cublas_fp32"]["flop_per_s"]
+    gpu = measured_hardware(roofline_data)
+    peak = gpu.peak("fp32")
     roofs = {
-        "HBM (copy)": (ceilings["copy_cupy"]["bytes_per_s"], "#4c72b0"),
-        "L2": (ceilings["l2_read"]["bytes_per_s"], "#55a868"),
-        "shared memory": (ceilings["shared_read"]["bytes_per_s"], "#8172b2"),
+        "HBM (copy)": (gpu.memory_bandwidth_bytes_per_s, "#4c72b0"),
+        "L2": (gpu.cache_bandwidth_bytes_per_s["L2"], "#55a868"),
+        "shared memory": (gpu.cache_bandwidth_bytes_per_s["shared"], "#8172b2"),
     }
     x = np.geomspace(*INTENSITY_RANGE, 200)
     for label, (bandwidth, color) in roofs.items():
         ax.plot(
             x,
-            roofline.attainable_flops(x, peak, bandwidth),
+            attainable_flops(x, peak, bandwidth),
             color=color,
             lw=1.8,
             label=f"{label} {bandwidth / 1e12:.3g} TB/s",
         )
     ax.axhline(67e12, color="0.5", ls="--", lw=1, label="FP32 datasheet 67 TFLOP/s")
-    points = roofline.measured_kernels(roofline_data, memory_data)
+    points = measured_kernels(roofline_data, memory_data)
     colors = {True: "#c44e52", False: "#dd8452"}
     for point in points:
         is_gemm = "sgemm" in point.name
@@ -194,13 +150,13 @@ def plot_measured_roofline(ax, roofline_data: dict, memory_data: dict) -> None:
 
 def plot_littles_law(axes, roofline_data: dict) -> None:
     """One panel per recorded sweep: measured throughput against work in flight; n / t capped at the peak."""
-    for ax, sweep in zip(axes, roofline.littles_law_sweeps(roofline_data), strict=True):
+    for ax, sweep in zip(axes, littles_law_sweeps(roofline_data), strict=True):
         order = np.argsort(sweep.inflight)
         ax.plot(sweep.inflight, sweep.throughput, "o", ms=4, color="#4c72b0", label="measured")
         grid = np.geomspace(sweep.inflight.min(), sweep.inflight.max(), 100)
         ax.plot(
             grid,
-            roofline.throughput_with_inflight(grid, sweep.latency, sweep.peak),
+            throughput_with_inflight(grid, sweep.latency, sweep.peak),
             color="#c44e52",
             label="Little: min(peak, n / t)",
         )

@@ -5,16 +5,10 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
-from mlsys_lab.hardware import PRESETS, links_of, transfer_seconds
+from mlsys_lab.hardware import PRESETS
+from mlsys_lab.start_here import fits_in_memory, tensor_bytes, transfer_times
 from mlsys_lab.units import BYTES_PER_DTYPE, format_seconds
-from mlsys_lab.validation import check_int
 from mlsys_lab.widgets.base import Explorer, log_slider
-
-
-def tensor_bytes(n_elements: int, dtype: str) -> float:
-    """Bytes of a dense tensor of ``n_elements`` elements of ``dtype``."""
-    check_int("n_elements", n_elements, low=1)
-    return n_elements * BYTES_PER_DTYPE[dtype]
 
 
 class TransferExplorer(Explorer):
@@ -30,10 +24,9 @@ class TransferExplorer(Explorer):
         }
 
     def compute(self, n_params, dtype, hardware):
-        n_bytes = tensor_bytes(int(round(n_params)), dtype)
+        n_bytes = tensor_bytes((int(round(n_params)),), dtype)
         hw = PRESETS[hardware]
-        times = {link: transfer_seconds(n_bytes, bw) for link, bw in links_of(hw).items()}
-        return {"n_bytes": n_bytes, "hw": hw, "times": times}
+        return {"n_bytes": n_bytes, "hw": hw, "times": transfer_times(n_bytes, hw), "fits": fits_in_memory(n_bytes, hw)}
 
     def draw(self, figure):
         self.ax = figure.add_subplot()
@@ -52,7 +45,6 @@ class TransferExplorer(Explorer):
     def readout_of(self, result):
         hw = result["hw"]
         rows = {"size": f"{result['n_bytes'] / 1e9:.4g} GB",
-                f"fits in {hw.memory_bytes / 1e9:.0f} GB memory": "yes" if result["n_bytes"] <= hw.memory_bytes
-                else "no"}
+                f"fits in {hw.memory_bytes / 1e9:.0f} GB memory": "yes" if result["fits"] else "no"}
         rows.update({k: format_seconds(v) for k, v in result["times"].items()})
         return rows

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mlsys_lab.fault_tolerance import reliability as fault
-from mlsys_lab.fault_tolerance import storage as fault_storage
+from mlsys_lab.units import format_duration
 
 
 def test_notes_cluster_mttf_is_14_point_4_minutes():
@@ -53,6 +53,20 @@ def test_exact_goodput_hand_value_and_first_order_limit():
     assert abs(exact - first) < 1e-4
 
 
+def test_product_goodput_by_hand_and_beside_the_first_order_sum():
+    # τ = 1 h, C = 400 s, R = 600 s, M = 10 h: 3600/4000 · (1 − 2400/36000) = 0.9 · 0.9333… = 0.84
+    assert fault.product_goodput(3600, 400, 600, 36000) == pytest.approx(0.84)
+    assert fault.product_goodput(3600, 0, 0, 1e12) == pytest.approx(1.0, abs=1e-8)
+    assert fault.product_goodput(np.array([1e6]), 10, 0, 1000) == 0.0  # loses more than it does: clipped
+    # both first-order forms agree to first order: with L = (τ/2 + R)/M the product minus the sum is
+    # C²/(τ(τ + C)) + C·L/(τ + C), second order in the small wastes C/τ and L
+    tau, c, r, m = 600.0, 5.0, 60.0, 1e6
+    loss = (tau / 2 + r) / m
+    gap = fault.product_goodput(tau, c, r, m) - fault.first_order_goodput(tau, c, r, m)
+    assert gap == pytest.approx(c**2 / (tau * (tau + c)) + c * loss / (tau + c), rel=1e-6)
+    assert gap < (c / tau) ** 2 + c / tau * loss
+
+
 def test_optimal_interval_is_the_argmax_of_the_exact_model():
     for c, m in [(30.0, 3600.0), (600.0, 1800.0), (1.0, 1e6), (2000.0, 1000.0)]:
         grid = np.logspace(-5, 1.5, 650_001) * m  # steps of 2.3e-5 in τ
@@ -68,27 +82,13 @@ def test_goodput_at_optimum_broadcasts():
     assert grid[0, 0] > grid[1, 0] > grid[1, 1]
 
 
-def test_storage_burst_by_hand():
-    total = fault_storage.checkpoint_bytes(405e9)  # 14 B/param
-    assert total == pytest.approx(5.67e12)
-    assert fault_storage.checkpoint_bytes_per_gpu(405e9, 16384) == pytest.approx(5.67e12 / 16384)
-    # 2,048 nodes × 50 GB/s would be 102 TB/s; a 2 TB/s store is the bottleneck
-    assert fault_storage.burst_write_seconds(total, 2048, 50e9, 2e12) == pytest.approx(2.835)
-    tier = fault_storage.tiered_checkpoint(total, 2048, 5e9, 2e12, 1800.0)
-    assert tier["stall_seconds"] == pytest.approx(5.67e12 / (2048 * 5e9))
-    assert tier["store_bytes_per_s_needed"] == pytest.approx(5.67e12 / 1800) and tier["keeps_up"]
-    # 10^6 writes of 1 MB on 100 disks: 10^6·8 ms + 1 TB / 200 MB/s, over 100 disks
-    assert fault_storage.hdd_write_seconds(10**6, 1e12, 100) == pytest.approx((8000 + 5000) / 100)
-    assert fault_storage.aggregated_writes(1e12, 64e6) == 15625
-
-
 @pytest.mark.parametrize("call, name", [
     (lambda: fault.cluster_mttf(100, 0), "n_components"),
     (lambda: fault.cluster_mttf(-1, 10), "component_mttf"),
     (lambda: fault.young_daly_interval(0, 10), "checkpoint_cost"),
     (lambda: fault.expected_goodput(-5, 1, 1, 10), "interval"),
     (lambda: fault.expected_goodput(5, 1, -1, 10), "restart_seconds"),
-    (lambda: fault_storage.burst_write_seconds(1e9, 0, 1e9, 1e9), "n_nodes"),
+    (lambda: fault.product_goodput(600, 30, 60, 0), "mttf_seconds"),
 ])
 def test_bad_input_names_the_parameter(call, name):
     with pytest.raises(ValueError, match=name):
@@ -104,9 +104,10 @@ def test_restart_budget_lands_exactly_on_the_target():
     assert reached == pytest.approx([0.9, 0.9])
 
 
-def test_format_duration_picks_a_readable_unit():
-    assert fault.format_duration(14.4 * 60) == "14.4 min"
-    assert fault.format_duration(3.09 * 3600) == "3.09 h"
-    assert fault.format_duration(45.0) == "45 s"
-    assert fault.format_duration(5 * 86400) == "5 days"
-    assert fault.format_duration(90 * 60) == "90 min"  # under two hours reads better in minutes
+def test_durations_the_lesson_prints_read_well():
+    """Lesson 09 formats MTTFs and intervals with the floor's format_duration (mlsys_lab.units)."""
+    assert format_duration(14.4 * 60) == "14.4 min"
+    assert format_duration(3.09 * 3600) == "3.09 h"
+    assert format_duration(45.0) == "45 s"
+    assert format_duration(5 * 86400) == "5 days"
+    assert format_duration(90 * 60) == "90 min"  # under two hours reads better in minutes

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mlsys_lab.collectives.launch import MpiUnavailable, run_mpi
+from mlsys_lab.mpi import MpiUnavailable, run_mpi
 
 
 @pytest.mark.parametrize(("n_procs", "top_k"), [(2, 2), (4, 3)])

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from mlsys_lab.parallelism.dp import ddp_timeline
-from mlsys_lab.parallelism.mpi_run import find_mpiexec, run_mpi_training, train_reference
+from mlsys_lab.mpi import find_mpiexec
+from mlsys_lab.parallelism.mpi_run import run_mpi_training, train_reference
 from mlsys_lab.parallelism.planner import ClusterSpec, ModelSpec, Plan, estimate, rank_plans
 from mlsys_lab.parallelism.pp import (
     peak_stashed_microbatches,

@@ -1,6 +1,5 @@
 """Do the fine-tuning counts and memory figures match the LoRA and QLoRA papers?"""
 
-import numpy as np
 import pytest
 
 from mlsys_lab.peft.accounting import (
@@ -14,16 +13,8 @@ from mlsys_lab.peft.accounting import (
     lora_params_for_model,
     lora_params_for_shapes,
     lora_trainable_params,
+    peft_memory,
     prefix_params,
-)
-from mlsys_lab.peft.nf4 import (
-    NF4_BITSANDBYTES,
-    double_dequantize,
-    double_quantize,
-    int4_levels,
-    nf4_levels,
-    quantization_rmse,
-    quantize_blockwise,
 )
 
 
@@ -61,37 +52,21 @@ def test_qlora_bits_and_memory_match_the_paper():
     assert base_bits_per_param("nf4") == 4.5                       # 0.5 bits of constants without DQ
     assert full_finetune_bytes(65e9) == pytest.approx(780e9)         # "more than 780 GB"
     lora = lora_params_for_model(LLAMA_65B, 64, tuple(LLAMA_65B.linear_shapes()))
-    total = sum(lora_finetune_bytes(LLAMA_65B.n_params(), lora).values())
+    total = sum(lora_finetune_bytes(LLAMA_65B.n_matrix_params, lora).values())
     assert 30e9 < total < 48e9
 
 
 def test_llama_and_gpt3_sizes():
-    assert LLAMA_65B.n_params() == pytest.approx(65.2e9, rel=0.01)
-    assert GPT3_175B.n_params() == pytest.approx(175e9, rel=0.01)
+    assert LLAMA_65B.n_matrix_params == pytest.approx(65.2e9, rel=0.01)
+    assert GPT3_175B.n_matrix_params == pytest.approx(175e9, rel=0.01)
 
 
-def test_nf4_levels_equal_the_bitsandbytes_table():
-    np.testing.assert_allclose(nf4_levels(), NF4_BITSANDBYTES, atol=1e-6)
-
-
-def test_nf4_beats_uniform_int4_on_normal_weights():
-    weights = np.random.default_rng(0).normal(0, 0.02, size=64 * 512)
-    assert quantization_rmse(weights, nf4_levels()) < quantization_rmse(weights, int4_levels())
-
-
-def test_blockwise_quantization_keeps_the_absmax_exactly():
-    weights = np.random.default_rng(1).normal(size=128).astype(np.float32)
-    codes, absmax = quantize_blockwise(weights, nf4_levels(), 64)
-    assert codes.max() <= 15 and absmax.shape == (2,)
-    restored = nf4_levels()[codes].reshape(2, 64) * absmax[:, None]
-    blocks = weights.reshape(2, 64)
-    arg = np.abs(blocks).argmax(axis=1)
-    np.testing.assert_allclose(restored[[0, 1], arg], blocks[[0, 1], arg], rtol=1e-6)
-    with pytest.raises(ValueError, match="block_size"):
-        quantize_blockwise(weights[:100], nf4_levels(), 64)
-
-
-def test_double_quantization_roundtrip_error_is_small():
-    absmax = np.random.default_rng(2).uniform(0.05, 0.1, size=1000).astype(np.float32)
-    restored = double_dequantize(*double_quantize(absmax))
-    assert np.abs(restored - absmax).max() < 0.03 / 127 * 1.01
+def test_peft_memory_parts_add_up():
+    result = peft_memory("LLaMA-7B", 8, "q, v", "nf4+dq")
+    assert result["n_lora"] == 2 * 8 * (4096 + 4096) * 32
+    assert result["parts"]["Adam states"] == 8 * result["n_lora"]
+    assert result["full"] == 12 * result["model"].n_matrix_params
+    every = peft_memory("LLaMA-7B", 1, "all linear layers", "bf16")
+    assert every["n_lora"] == 32 * (4 * (4096 + 4096) + 3 * (4096 + 11008))  # q, k, v, o, gate, up, down at r=1
+    with pytest.raises(ValueError, match="targets"):
+        peft_memory("LLaMA-7B", 8, "q only", "nf4")

@@ -1,11 +1,10 @@
 """Does the memory accounting match the papers' figures and the engine's measured allocation?"""
 
-import numpy as np
 import pytest
 
-from mlsys_lab.backend import xp
 from mlsys_lab.training_memory.accounting import (
     TRANSFORMER_SHAPES,
+    TransformerShape,
     measure_peak_bytes,
     mlp_step_bytes,
     training_memory_bytes,
@@ -13,7 +12,7 @@ from mlsys_lab.training_memory.accounting import (
     transformer_params,
     transformer_training_bytes,
 )
-from mlsys_lab.training_memory.training import Adam, make_mlp, train_step
+from mlsys_lab.training_memory.training import fresh_adam_steps
 from mlsys_lab.units import format_bytes
 
 
@@ -51,19 +50,25 @@ def test_transformer_params_match_the_published_sizes():
     assert full.activations == 32 * 2 * 4096 * 4096 and full.total == 16 * shape.n_params + full.activations
 
 
+def test_one_shape_class_counts_both_ways_by_hand():
+    """A 1-layer shape, h = 2, V = 3, MLP width f = 8: every weight, bias and norm counted by hand."""
+    gpt = TransformerShape("tiny", n_layers=1, hidden=2, n_heads=1, vocab=3)
+    assert gpt.d_ff == 8 and gpt.linear_shapes() == {"q": (2, 2), "k": (2, 2), "v": (2, 2), "o": (2, 2),
+                                                     "up": (2, 8), "down": (8, 2)}
+    weights = 4 * 4 + 16 + 16
+    assert gpt.n_params == weights + (4 * 2 + 8 + 2) + 4 * 2 + 3 * 2  # + biases + two LayerNorms + tied embedding
+    assert gpt.n_matrix_params == weights + 2 * 3 * 2                 # + input and output embeddings
+    swiglu = TransformerShape("gated", n_layers=2, hidden=2, n_heads=1, vocab=3, d_ff=5, n_mlp_matrices=3)
+    assert set(swiglu.linear_shapes()) == {"q", "k", "v", "o", "gate", "up", "down"}
+    assert swiglu.n_matrix_params == 2 * (4 * 4 + 3 * 10) + 2 * 6
+    with pytest.raises(ValueError, match="n_mlp_matrices"):
+        TransformerShape("bad", 1, 2, 1, 3, n_mlp_matrices=4)
+
+
 @pytest.mark.parametrize("width, n_blocks, batch", [(64, 8, 256), (128, 8, 64), (64, 16, 64)])
 def test_measured_allocation_within_ten_percent_of_the_estimate(width, n_blocks, batch):
-    g = np.random.default_rng(0)
-    x = xp.asarray(g.normal(size=(batch, 32)).astype(np.float32))
-    labels = xp.asarray(g.integers(0, 10, batch))
-
-    def two_steps():
-        model, optimizer = make_mlp(32, width, n_blocks, 10), Adam(1e-3)
-        for _ in range(2):
-            train_step(model, optimizer, x, labels)
-        return model, optimizer  # both kept, so their arrays count as still allocated
-
-    _, peak, kept = measure_peak_bytes(two_steps)
+    # the batch, a fresh model and two Adam steps; model and optimizer are returned, so they stay allocated
+    _, peak, kept = measure_peak_bytes(lambda: fresh_adam_steps(32, width, n_blocks, 10, batch))
     estimate = mlp_step_bytes(32, width, n_blocks, 10, batch)
     assert peak == pytest.approx(estimate.total, rel=0.10)
     states = estimate.total - estimate.activations - estimate.workspace

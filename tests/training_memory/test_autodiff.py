@@ -39,9 +39,10 @@ def test_mse_gradient_and_parameter_used_twice_accumulates():
     w = Tensor(xp.asarray([[2.0]]), requires_grad=True)
     tape = Tape()
     x = Tensor(xp.asarray([[3.0]]), tape)
-    loss = mse_loss(matmul(matmul(x, w), w), xp.asarray([[0.0]]))  # L = (x w²)², dL/dw = 4 x² w³ = 288
+    loss = mse_loss(matmul(matmul(x, w), w), xp.asarray([[0.0]]))  # L = ½ (x w²)², dL/dw = 2 x² w³ = 144
     tape.backward(loss)
-    assert float(w.grad[0, 0]) == pytest.approx(288.0)
+    assert float(loss.data) == pytest.approx(72.0)
+    assert float(w.grad[0, 0]) == pytest.approx(144.0)
 
 
 def test_no_tape_records_nothing_and_input_gets_no_gradient():

@@ -15,7 +15,7 @@ from mlsys_lab.training_memory.diff_modes import (
     dual_exp,
     dual_sin,
     dual_tanh,
-    evaluate,
+    evaluate_expression,
     forward_mode_gradient,
     logistic_map,
     numerical_gradient,
@@ -52,9 +52,9 @@ def test_symbolic_derivative_is_right_and_swells():
     for n in (1, 2, 5):
         expr = logistic_map(n)
         x, h = 0.3, 1e-6
-        numeric = (evaluate(expr, x + h) - evaluate(expr, x - h)) / (2 * h)
-        assert evaluate(differentiate(expr), x) == pytest.approx(numeric, rel=1e-6)
-        assert evaluate(differentiate(expr, share=True), x) == pytest.approx(numeric, rel=1e-6)
+        numeric = (evaluate_expression(expr, x + h) - evaluate_expression(expr, x - h)) / (2 * h)
+        assert evaluate_expression(differentiate(expr), x) == pytest.approx(numeric, rel=1e-6)
+        assert evaluate_expression(differentiate(expr, share=True), x) == pytest.approx(numeric, rel=1e-6)
     sizes = [tree_size(differentiate(logistic_map(n))) for n in range(2, 9)]
     assert all(b / a > 2 for a, b in zip(sizes, sizes[1:], strict=False))  # exponential growth
     shared = [dag_size(differentiate(logistic_map(n), share=True)) for n in range(2, 9)]

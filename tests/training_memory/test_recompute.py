@@ -5,6 +5,7 @@ import pytest
 
 from mlsys_lab.backend import asnumpy, xp
 from mlsys_lab.training_memory.recompute import (
+    checkpoint_sweep,
     forward_backward,
     optimal_segment_length,
     predicted_peak_bytes,
@@ -51,6 +52,20 @@ def test_sqrt_n_optimum_and_four_thirds():
     assert predicted_peak_bytes(100, optimal_segment_length(100, 4.0, 1.0), 4.0, 1.0) == 39  # 2√(n·c·s) − 1
     assert recompute_time_ratio(16, 16) == 1.0
     assert recompute_time_ratio(10**6, 1) == pytest.approx(4 / 3, rel=1e-5)
+
+
+def test_sweep_has_one_row_per_segment_length_as_forward_backward_gives(setup):
+    model, x, labels, _, _ = setup
+    sweep = checkpoint_sweep(model, x, labels, warmup=0, repeat=1)
+    np.testing.assert_array_equal(sweep.segment_lengths, np.arange(1, N_BLOCKS + 1))
+    for k in (1, 4, N_BLOCKS):
+        stats = forward_backward(model, x, labels, k)
+        assert sweep.peak_activation_bytes[k - 1] == stats.peak_activation_bytes
+        assert sweep.n_block_forwards[k - 1] == stats.n_block_forwards
+    assert (sweep.step_seconds > 0).all()
+    best = int(np.argmin(sweep.peak_activation_bytes)) + 1
+    assert sweep.lowest_peak_segment_length == best
+    assert sweep.memory_saving == sweep.peak_activation_bytes[-1] / sweep.peak_activation_bytes[best - 1] > 1
 
 
 def test_bad_segment_length_is_named():

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from mlsys_lab.hardware import transfer_seconds
 from mlsys_lab.training_memory.weight_compression import (
     break_even_bandwidth,
     compress,
@@ -10,7 +11,7 @@ from mlsys_lab.training_memory.weight_compression import (
     measure,
     shuffle_bytes,
     to_bfloat16_bits,
-    transfer_seconds,
+    compressed_transfer_seconds,
     unshuffle_bytes,
 )
 
@@ -51,7 +52,12 @@ def test_break_even_bandwidth_is_where_both_transfers_take_equally_long():
     assert break_even_bandwidth(2.0, 1e9) == 0.5e9  # hand-worked: D (1 - 1/r)
     assert break_even_bandwidth(0.9, 1e9) == 0.0
     b = break_even_bandwidth(1.3, 0.8e9)
-    assert transfer_seconds(1e9, b) == pytest.approx(transfer_seconds(1e9, b, 1.3, 0.8e9))
-    assert transfer_seconds(1e9, b / 2) > transfer_seconds(1e9, b / 2, 1.3, 0.8e9)  # slower link: compression pays
-    with pytest.raises(ValueError, match="bandwidth must be a number > 0"):
-        transfer_seconds(1e9, 0)
+    assert transfer_seconds(1e9, b) == pytest.approx(compressed_transfer_seconds(1e9, b, 1.3, 0.8e9))
+    assert transfer_seconds(1e9, b / 2) > compressed_transfer_seconds(1e9, b / 2, 1.3, 0.8e9)  # slower link: pays
+
+
+def test_compressed_transfer_by_hand():
+    # 1 GB at ratio 2 over 1 GB/s: 0.5 s on the link, then 1 GB decompressed at 4 GB/s: 0.25 s
+    assert compressed_transfer_seconds(1e9, 1e9, 2.0, 4e9) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="bandwidth_bytes_per_s must be a number > 0"):
+        compressed_transfer_seconds(1e9, 0, 2.0, 4e9)

@@ -1,15 +1,10 @@
 """Does the lesson's explorer compute what the library says, and do its checks catch wrong answers?"""
 
-
 import numpy as np
 
 from mlsys_lab.exercises import training_memory as ex
 from mlsys_lab.training_memory.accounting import TRANSFORMER_SHAPES, transformer_training_bytes
 from mlsys_lab.widgets.training_memory import TrainingMemoryExplorer
-
-MODEL_MODULES = ["autodiff", "training", "checkpointing", "diffmodes", "memory", "quantize", "sparsity",
-                 "weights_io", "hogwild"]
-
 
 
 def test_explorer_readout_and_error():

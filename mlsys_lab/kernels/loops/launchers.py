@@ -1,7 +1,7 @@
 """Launchers for ``loops/matmul.cu`` and ``loops/stencil.cu``: loop transformations run on a GPU.
 
 Every launcher has a NumPy reference beside it (``*_reference``); the checks compare them by relative
-Frobenius error :func:`relative_error`. On a machine without a GPU the launchers raise
+Frobenius error :func:`mlsys_lab.validation.relative_error`. On a machine without a GPU the launchers raise
 ``loader.GPUUnavailable`` and the lesson shows figures recorded on a GPU (``mlsys_lab/data/loops_gpu.json``).
 
 Shapes: a (M, K), b (K, N), c (M, N); stencil grids (rows, cols); all float32, C-contiguous.

@@ -1,6 +1,15 @@
-"""Lesson 04's kernels: global, shared, constant and local memory; fused elementwise/softmax/reduction; the
-SGEMM ladder.
+"""Lesson 04's kernels: one module per memory space, the fused kernels, and the SGEMM ladder.
 
-* :mod:`.sgemm`: Launchers for the SGEMM progression in ``memory_hierarchy/sgemm.cu``: C = A @ B in FP32, row-major.
-* :mod:`.spaces`: Launchers for the memory-hierarchy kernels, each beside its NumPy reference.
+* :mod:`.global_memory`: the course's copy, strided reads, an L2-resident buffer read many times (``global.cu``);
+* :mod:`.shared_memory`: tiled transposes with and without padding, strided bank reads (``shared.cu``);
+* :mod:`.constant_memory`: broadcast vs serialized reads of ``__constant__`` coefficients (``constant.cu``);
+* :mod:`.local_memory`: register pressure and spills, and the ``ptxas -v`` report (``local.cu``);
+* :mod:`.fused`: one-pass row softmax, a fused SiLU chain, a two-stage sum at copy bandwidth (``fused.cu``);
+* :mod:`.sgemm`: the SGEMM progression, C = A @ B in FP32, naive to warp-tiled (``sgemm.cu``).
+
+Every launcher takes and returns device arrays and raises :class:`~mlsys_lab.kernels.loader.GPUUnavailable` on a
+CPU; every NumPy reference beside it takes and returns NumPy arrays. The warp-level model that predicts what
+these kernels cost is :mod:`mlsys_lab.memory_hierarchy.simt`.
 """
+
+THREADS = 256  # threads per block of the lesson's one-dimensional launches

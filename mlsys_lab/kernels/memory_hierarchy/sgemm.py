@@ -3,7 +3,7 @@
 Each :class:`SgemmStep` names one kernel of the progression (naive -> ... -> warp tiling with double
 buffering), its template parameters, and the launch shape. :func:`sgemm` runs one step on the GPU;
 :func:`sgemm_reference` is the NumPy answer every step is checked against (relative Frobenius
-error, :func:`relative_error`). The steps follow Simon Boehm's worklog "How to Optimize a CUDA
+error, :func:`mlsys_lab.validation.relative_error`). The steps follow Simon Boehm's worklog "How to Optimize a CUDA
 Matmul Kernel for cuBLAS-like Performance" (2022) and CUTLASS's hierarchical tiling.
 
 Shapes: A (M, K), B (K, N), C (M, N), float32, C-contiguous.

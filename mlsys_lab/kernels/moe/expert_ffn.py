@@ -1,7 +1,8 @@
 """Four ways to run the expert FFNs of a MoE layer: a loop over experts, grouped GEMMs as a schedule of
 cuBLAS calls, the same as one grouped-GEMM kernel launch, and one padded batched GEMM.
 
-All compute, for T tokens routed to k experts each (x: (T, d), W1: (n, d, f), W2: (n, f, d))::
+All compute, for T tokens routed to k experts each (x: (T, d), W1: (n, d, f), W2: (n, f, d); random inputs
+come from :func:`mlsys_lab.moe.synthetic.random_routing`)::
 
     y_t = Σⱼ gate[t, j] · relu(x_t W1[e]) W2[e],   e = idx[t, j]
 
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsys_lab.backend import asnumpy, module_of, xp
+from mlsys_lab.backend import asnumpy, module_of
 from mlsys_lab.kernels import loader
 from mlsys_lab.validation import check_divisible
 
@@ -157,22 +158,3 @@ def moe_ffn_padded_batched(x, idx, gate, w1, w2):
     for j in range(1, k):
         out = out + gate[:, j:j + 1] * y[idx[:, j], slot[:, j]]
     return out
-
-
-def random_routing(n_tokens: int, n_experts: int, top_k: int, d_model: int, d_ff: int, dtype=np.float32,
-                   seed: int = 0, skew: float = 0.0):
-    """Inputs for the two functions: x, idx (distinct experts per token), gate, w1, w2 as ``xp`` arrays.
-
-    ``skew`` > 0 makes some experts more popular (router logits get + skew · expert preference).
-    """
-    rng = np.random.default_rng(seed)
-    logits = rng.normal(size=(n_tokens, n_experts)) + skew * np.linspace(1, 0, n_experts)
-    idx = np.argsort(-logits, axis=1)[:, :top_k]
-    gate = np.take_along_axis(logits, idx, axis=1)
-    gate = np.exp(gate - gate.max(axis=1, keepdims=True))
-    gate /= gate.sum(axis=1, keepdims=True)
-    x = rng.normal(size=(n_tokens, d_model))
-    w1 = rng.normal(0, d_model**-0.5, size=(n_experts, d_model, d_ff))
-    w2 = rng.normal(0, d_ff**-0.5, size=(n_experts, d_ff, d_model))
-    return (xp.asarray(x.astype(dtype)), xp.asarray(idx), xp.asarray(gate.astype(dtype)),
-            xp.asarray(w1.astype(dtype)), xp.asarray(w2.astype(dtype)))

@@ -11,7 +11,7 @@
 // them is used, so each lane has K_UNROLL x 16 bytes in flight instead of 16; and MAX_M, the batch rows
 // the kernel is compiled for, is the smallest power of two >= M, so a batch of 1 does not hold 16
 // accumulators and the registers it saves let more warps reside on an SM.
-// Requires K % 16 == 0 and M <= MAX_M. Reference: quantize.int8_weight_matmul_reference.
+// Requires K % 16 == 0 and M <= MAX_M. Reference: int8_matmul.int8_weight_matmul_reference (NumPy).
 #include <cuda_fp16.h>
 
 #ifndef MAX_M

@@ -1,0 +1,113 @@
+"""Fused kernels at copy bandwidth: a one-pass row softmax, a fused elementwise chain, a two-stage sum
+(``fused.cu``), each beside its NumPy reference.
+
+==========================  =====================================  ==============================
+kernel                      what it shows                          reference
+==========================  =====================================  ==============================
+softmax_rows(_persistent)   one read, one write per element        :func:`softmax_reference`
+silu_affine                 a fused elementwise chain              :func:`silu_affine_reference`
+sum_partials                a reduction at copy bandwidth          ``x.sum()``
+==========================  =====================================  ==============================
+
+Launchers take and return device arrays and raise :class:`~mlsys_lab.kernels.loader.GPUUnavailable` on a CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mlsys_lab import backend
+from mlsys_lab.kernels import loader
+from mlsys_lab.kernels.memory_hierarchy import THREADS
+from mlsys_lab.validation import check_choice, check_divisible, check_int, check_number
+
+
+def _softmax_defines(x, threads: int, blocks: int, blocks_name: str, streaming: bool, max_vec: int) -> dict:
+    """Validate a softmax launch and return the kernel's compile-time settings (one row per block pass)."""
+    _rows, cols = x.shape
+    check_divisible("cols", cols, 4)
+    threads = check_choice("threads", threads, (32, 64, 128, 256, 512, 1024))
+    blocks = check_int(blocks_name, blocks, low=1, high=2048 // threads)
+    vec = math.ceil(cols / 4 / threads)
+    if vec > max_vec:
+        raise ValueError(f"cols must be <= {4 * max_vec * threads} for threads={threads}; got {cols}")
+    return {"SOFTMAX_THREADS": threads, "SOFTMAX_VEC": vec, "SOFTMAX_MIN_BLOCKS": blocks,
+            "SOFTMAX_STREAMING": int(bool(streaming))}
+
+
+def softmax_rows(x, threads: int = THREADS, min_blocks: int = 1, streaming: bool = False):
+    """Row softmax of a (rows, cols) float32 array in one pass; cols % 4 == 0, cols <= 64 * threads.
+
+    One block of ``threads`` per row; the row stays in registers between the max, the sum and the write.
+    ``min_blocks`` is the ``__launch_bounds__`` promise of how many blocks must fit on one SM (it caps the
+    registers per thread, so it sets the occupancy); ``streaming`` marks the loads and stores evict-first.
+    """
+    loader.require_gpu("softmax_rows")
+    xp = backend.xp
+    defines = _softmax_defines(x, threads, min_blocks, "min_blocks", streaming, max_vec=16)
+    y = xp.empty_like(x)
+    softmax_rows = loader.kernel("memory_hierarchy/fused.cu", "softmax_rows", defines)
+    softmax_rows((x.shape[0],), (threads,), (x, y, np.int32(x.shape[1])))
+    return y
+
+
+def softmax_rows_persistent(x, threads: int = THREADS, blocks_per_sm: int = 4, streaming: bool = False):
+    """:func:`softmax_rows` with ``blocks_per_sm`` x (SM count) resident blocks that loop over the rows,
+    loading the next row while reducing the current one (software pipelining; same bytes moved).
+    Two rows live in registers, so cols <= 32 * threads."""
+    loader.require_gpu("softmax_rows_persistent")
+    xp = backend.xp
+    defines = _softmax_defines(x, threads, blocks_per_sm, "blocks_per_sm", streaming, max_vec=8)
+    y = xp.empty_like(x)
+    rows, cols = x.shape
+    n_sm = xp.cuda.Device().attributes["MultiProcessorCount"]
+    loader.kernel("memory_hierarchy/fused.cu", "softmax_rows_persistent", defines)(
+        (min(rows, n_sm * blocks_per_sm),), (threads,), (x, y, np.int32(rows), np.int32(cols)))
+    return y
+
+
+def softmax_reference(x: np.ndarray) -> np.ndarray:
+    """exp(x - max) / sum(exp(x - max)) along the last axis, in float64, returned as float32."""
+    x64 = np.asarray(x, dtype=np.float64)
+    e = np.exp(x64 - x64.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def silu_affine(x, scale: float = 1.5, bias: float = -0.25):
+    """y = z * sigmoid(z) with z = scale * x + bias, one fused kernel (``x.size % 4 == 0``)."""
+    loader.require_gpu("silu_affine")
+    xp = backend.xp
+    check_divisible("x.size", x.size, 4)
+    check_number("scale", scale)
+    check_number("bias", bias)
+    y = xp.empty_like(x)
+    n4 = x.size // 4
+    loader.kernel("memory_hierarchy/fused.cu", "silu_affine")((loader.blocks_for(n4, THREADS),), (THREADS,),
+                                                    (x, y, np.float32(scale), np.float32(bias), np.int64(n4)))
+    return y
+
+
+def silu_affine_unfused(x, scale: float = 1.5, bias: float = -0.25):
+    """The same chain as four array operations (four kernels, four trips through memory); NumPy too."""
+    xp = backend.xp
+    z = x * np.float32(scale) + np.float32(bias)
+    return z / (np.float32(1.0) + xp.exp(-z))
+
+
+def silu_affine_reference(x: np.ndarray, scale: float = 1.5, bias: float = -0.25) -> np.ndarray:
+    """NumPy float64 reference of :func:`silu_affine`, returned as float32."""
+    z = np.asarray(x, dtype=np.float64) * scale + bias
+    return (z / (1.0 + np.exp(-z))).astype(np.float32)
+
+
+def sum_reduce(x, blocks: int = 132 * 8):
+    """sum(x) in two stages: a kernel writes one partial per block, then the partials are added."""
+    loader.require_gpu("sum_reduce")
+    xp = backend.xp
+    check_divisible("x.size", x.size, 4)
+    partial = xp.empty(blocks, dtype=xp.float32)
+    fn = loader.kernel("memory_hierarchy/fused.cu", "sum_partials")
+    fn((blocks,), (THREADS,), (x, partial, np.int64(x.size // 4)))
+    return partial.sum(dtype=xp.float64)
