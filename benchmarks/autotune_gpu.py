@@ -20,13 +20,14 @@ import numpy as np
 from tqdm import tqdm
 
 from mlsys_lab import backend
-from mlsys_lab.kernels.loops import launchers as gpu
+from mlsys_lab.kernels.loops import launchers
 from mlsys_lab.timing import benchmark
+from mlsys_lab.validation import relative_error
 
 
-def space_in_visit_order(seed: int = 0) -> list[gpu.TunableConfig]:
+def space_in_visit_order(seed: int = 0) -> list[launchers.TunableConfig]:
     """The tunable space, shuffled by ``seed`` (the order the benchmark and the static features share)."""
-    space = gpu.tunable_space()
+    space = launchers.tunable_space()
     return [space[i] for i in np.random.default_rng(seed).permutation(len(space))]
 
 
@@ -46,17 +47,17 @@ def main() -> None:
     b = xp.asarray(rng.standard_normal((n, n)).astype(np.float32))
     reference = xp.matmul(a.astype(xp.float64), b.astype(xp.float64))
     cublas = benchmark(lambda: xp.matmul(a, b), warmup=5, repeat=50)
-    cublas_err = gpu.relative_error(xp.matmul(a, b), reference)
+    cublas_err = relative_error(xp.matmul(a, b), reference)
     rows, started = [], time.perf_counter()
     for config in tqdm(space_in_visit_order(), desc="configs", mininterval=10):
         if time.perf_counter() - started > args.budget_s:
             break
         t0 = time.perf_counter()
         try:
-            fn = gpu.tunable_function(config)
+            fn = launchers.tunable_function(config)
             compile_s = time.perf_counter() - t0
-            err = gpu.relative_error(gpu.matmul_tunable(a, b, config), reference)
-            timing = benchmark(lambda config=config: gpu.matmul_tunable(a, b, config), warmup=2,
+            err = relative_error(launchers.matmul_tunable(a, b, config), reference)
+            timing = benchmark(lambda config=config: launchers.matmul_tunable(a, b, config), warmup=2,
                                repeat=args.repeat)
         except Exception as exc:  # record and go on: a config that fails to compile or launch is data too
             rows.append({"config": asdict(config), "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
@@ -66,7 +67,7 @@ def main() -> None:
                      "registers": int(getattr(fn, "num_regs", -1)),
                      "local_bytes": int(getattr(fn, "local_size_bytes", -1))})
     result = {"device": backend.describe(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-              "cupy": xp.__version__, "n": n, "flop": 2 * n**3, "space_size": len(gpu.tunable_space()),
+              "cupy": xp.__version__, "n": n, "flop": 2 * n**3, "space_size": len(launchers.tunable_space()),
               "budget_s": args.budget_s, "cublas_median_s": cublas.median,
               "cublas_relative_error": cublas_err,
               "measured": rows}
@@ -74,7 +75,7 @@ def main() -> None:
         json.dump(result, fh, indent=1)
     ok = [r for r in rows if "median_s" in r]
     best = min(ok, key=lambda r: r["median_s"])
-    print(f"measured {len(ok)} of {len(gpu.tunable_space())} configs ({len(rows) - len(ok)} failed); "
+    print(f"measured {len(ok)} of {len(launchers.tunable_space())} configs ({len(rows) - len(ok)} failed); "
           f"best {best['median_s'] * 1e3:.3f} ms {best['config']}; cuBLAS {cublas.median * 1e3:.3f} ms")
 
 

@@ -4,7 +4,7 @@
         --out mlsys_lab/data/autotune_static_features.json
 
 Compiles each configuration with ``nvcc --ptx`` (sm_90) and ``ptxas -v``, counts PTX instructions by
-class (mlsys_lab.autotuning.search.count_ptx_instructions) and reads registers and spills; configurations are
+class (mlsys_lab.autotuning.features.count_ptx_instructions) and reads registers and spills; configurations are
 taken in the same order as benchmarks/autotune_gpu.py visits them.
 """
 
@@ -24,7 +24,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from autotune_gpu import space_in_visit_order  # noqa: E402
 
-from mlsys_lab.autotuning.search import compile_static_features  # noqa: E402
+from mlsys_lab.autotuning.features import compile_static_features  # noqa: E402
 from mlsys_lab.kernels.loader import source_path  # noqa: E402
 
 

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mlsys_lab import backend  # noqa: E402
+from mlsys_lab import backend, mpi  # noqa: E402
 from mlsys_lab.collectives import datapaths, launch  # noqa: E402
 
 MIB = 2**20
@@ -53,13 +53,13 @@ def main() -> None:
     n_gpus = backend.xp.cuda.runtime.getDeviceCount()
     try:
         record["nccl"] = launch.nccl_benchmark(n_gpus, [MIB, 64 * MIB], repeat=10, timeout_s=120)
-    except (launch.MpiUnavailable, RuntimeError) as exc:
+    except (mpi.MpiUnavailable, RuntimeError) as exc:
         record["nccl"] = {"error": str(exc)[-800:]}
     try:
         record["mpi_cpu"] = launch.ring_benchmark(4, [4096, MIB, 64 * MIB], repeat=10, budget_s=2.0)
-        record["mpi_cpu"]["mpiexec"] = launch.mpi_status()
+        record["mpi_cpu"]["mpiexec"] = mpi.mpi_status()
         record["mpi_cpu"]["machine"] = f"{record['device']} host, {os.cpu_count()} CPU cores"
-    except (launch.MpiUnavailable, RuntimeError) as exc:
+    except (mpi.MpiUnavailable, RuntimeError) as exc:
         record["mpi_cpu"] = {"error": str(exc)[-800:]}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")

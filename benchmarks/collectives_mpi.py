@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mlsys_lab import mpi  # noqa: E402
 from mlsys_lab.collectives import cost, launch  # noqa: E402
 
 SIZES = [2**k for k in range(10, 27, 2)]  # 1 KiB .. 64 MiB
@@ -35,7 +36,7 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "script": "benchmarks/collectives_mpi.py",
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-        "mpiexec": launch.mpi_status(),
+        "mpiexec": mpi.mpi_status(),
         "load_average_1min_at_start": os.getloadavg()[0],  # other work slows oversubscribed ranks
         "runs": [],
     }

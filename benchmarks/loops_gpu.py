@@ -16,8 +16,9 @@ import platform
 import numpy as np
 
 from mlsys_lab import backend
-from mlsys_lab.kernels.loops import launchers as gpu
+from mlsys_lab.kernels.loops import launchers
 from mlsys_lab.timing import benchmark
+from mlsys_lab.validation import relative_error
 
 
 def main() -> None:
@@ -34,12 +35,12 @@ def main() -> None:
     n = args.n
     a_host = rng.standard_normal((n, n)).astype(np.float32)
     b_host = rng.standard_normal((n, n)).astype(np.float32)
-    reference = gpu.matmul_reference(a_host, b_host)
+    reference = launchers.matmul_reference(a_host, b_host)
     a, b = xp.asarray(a_host), xp.asarray(b_host)
     rows = []
 
     def record(name, idea, fn, ref, flop=None, n_bytes=None):
-        err = gpu.relative_error(fn(), ref)
+        err = relative_error(fn(), ref)
         timing = benchmark(fn, warmup=3, repeat=args.repeat)
         row = {"name": name, "idea": idea, "median_s": timing.median, "min_s": timing.min,
                "relative_error": err, "repeat": args.repeat}
@@ -52,12 +53,12 @@ def main() -> None:
 
     flop = 2 * n**3
     record("matmul_cols_inner", "interchanged mapping: threadIdx.x walks rows (strided)",
-           lambda: gpu.matmul_naive(a, b, "cols_inner"), reference, flop)
+           lambda: launchers.matmul_naive(a, b, "cols_inner"), reference, flop)
     record("matmul_rows_inner", "threadIdx.x walks columns (coalesced)",
-           lambda: gpu.matmul_naive(a, b, "rows_inner"), reference, flop)
+           lambda: launchers.matmul_naive(a, b, "rows_inner"), reference, flop)
     for tile in (16, 32):
         record(f"matmul_tiled_{tile}", f"shared-memory tiling, {tile}x{tile}",
-               lambda tile=tile: gpu.matmul_naive(a, b, "tiled", tile), reference, flop)
+               lambda tile=tile: launchers.matmul_naive(a, b, "tiled", tile), reference, flop)
     base = dict(BM=64, BN=64, BK=16, UNROLL=16, TM=4, TN=4)
     variants = [  # (name, what it adds, parameters)
         ("tunable_tm1_tn1", "no unroll-and-jam: 1 output per thread",
@@ -69,27 +70,27 @@ def main() -> None:
          dict(BM=128, BN=128, BK=8, TM=8, TN=8, UNROLL=8, VEC=4, PIPE=1)),
     ]
     for name, idea, params in variants:
-        config = gpu.TunableConfig(**params)
-        record(name, idea, lambda config=config: gpu.matmul_tunable(a, b, config), reference, flop)
+        config = launchers.TunableConfig(**params)
+        record(name, idea, lambda config=config: launchers.matmul_tunable(a, b, config), reference, flop)
     record("cublas_matmul", "CuPy matmul (cuBLAS), fp32", lambda: xp.matmul(a, b), reference, flop)
 
     side = args.grid
     u_host = rng.standard_normal((side, side)).astype(np.float32)
     u = xp.asarray(u_host)
-    stencil_ref = gpu.jacobi5_reference(u_host)
+    stencil_ref = launchers.jacobi5_reference(u_host)
     stencil_bytes = 2 * u_host.nbytes  # read u once (neighbours hit in cache), write out once
     record("jacobi5_columns_inner", "5-point stencil, threadIdx.x walks columns",
-           lambda: gpu.jacobi5(u, True), stencil_ref, n_bytes=stencil_bytes)
+           lambda: launchers.jacobi5(u, True), stencil_ref, n_bytes=stencil_bytes)
     record("jacobi5_rows_inner", "interchanged: threadIdx.x walks rows",
-           lambda: gpu.jacobi5(u, False), stencil_ref, n_bytes=stencil_bytes)
+           lambda: launchers.jacobi5(u, False), stencil_ref, n_bytes=stencil_bytes)
 
     x_host = rng.standard_normal(1 << 26).astype(np.float32)
     x = xp.asarray(x_host)
-    fusion_ref = gpu.affine_relu_reference(x_host, 1.5, -0.25)
+    fusion_ref = launchers.affine_relu_reference(x_host, 1.5, -0.25)
     record("affine_relu_unfused", "two kernels, y written and read back (4 passes)",
-           lambda: gpu.affine_relu(x, 1.5, -0.25, fused=False), fusion_ref, n_bytes=4 * x_host.nbytes)
+           lambda: launchers.affine_relu(x, 1.5, -0.25, fused=False), fusion_ref, n_bytes=4 * x_host.nbytes)
     record("affine_relu_fused", "one kernel (2 passes)",
-           lambda: gpu.affine_relu(x, 1.5, -0.25, fused=True), fusion_ref, n_bytes=2 * x_host.nbytes)
+           lambda: launchers.affine_relu(x, 1.5, -0.25, fused=True), fusion_ref, n_bytes=2 * x_host.nbytes)
 
     result = {"device": backend.describe(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
               "host": platform.node(), "cupy": xp.__version__, "matmul_n": n, "stencil_side": side,

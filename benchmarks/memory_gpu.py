@@ -27,10 +27,18 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from mlsys_lab import backend  # noqa: E402
-from mlsys_lab.kernels.memory_hierarchy import sgemm as matmul
-from mlsys_lab.kernels.memory_hierarchy import spaces as memory  # noqa: E402
+from mlsys_lab.kernels import loader  # noqa: E402
+from mlsys_lab.kernels.memory_hierarchy import (  # noqa: E402
+    constant_memory,
+    fused,
+    global_memory,
+    local_memory,
+    sgemm,
+    shared_memory,
+)
 from mlsys_lab.kernels.roofline import littles_law
 from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark  # noqa: E402
+from mlsys_lab.validation import relative_error  # noqa: E402
 
 RNG = np.random.default_rng()  # fresh inputs on every run
 MiB = 2**20
@@ -41,10 +49,6 @@ def timed(fn, warmup: int = 3, repeat: int = 20, flush: bool = False) -> dict:
     busy while the host prepares the launch: see mlsys_lab.timing.benchmark)."""
     t = benchmark(fn, warmup=warmup, repeat=repeat, flush_bytes=L2_FLUSH_BYTES if flush else 0)
     return {"median_s": t.median, "min_s": t.min, "max_s": t.max, "runs": len(t.samples), "l2_flushed": flush}
-
-
-def rel_err(got, expected) -> float:
-    return matmul.relative_error(got, expected)
 
 
 def guarded(name: str, fn, results: dict) -> None:
@@ -83,9 +87,9 @@ def ceilings(sm_count: int) -> dict:
     dst = xp.empty_like(src)
     t = timed(lambda: xp.copyto(dst, src), repeat=20, flush=True)
     out["copy_cupy"] = {**t, "n_bytes": 2 * src.nbytes, "bytes_per_s": 2 * src.nbytes / t["median_s"]}
-    mine = memory.copy(src)
+    mine = global_memory.copy(src)
     ok = bool((mine == src).all())
-    t = timed(lambda: memory.copy(src), repeat=20, flush=True)
+    t = timed(lambda: global_memory.copy(src), repeat=20, flush=True)
     out["copy_kernel"] = {
         **t,
         "n_bytes": 2 * src.nbytes,
@@ -100,10 +104,10 @@ def ceilings(sm_count: int) -> dict:
         out[label] = {**t, "n": n, "flop": 2 * n**3, "flop_per_s": 2 * n**3 / t["median_s"]}
     x = xp.random.standard_normal(2 * MiB, dtype=xp.float32)  # 8 MiB: lives in L2
     passes = 200
-    partial = memory.read_passes(x, passes)
+    partial = global_memory.read_passes(x, passes)
     total = passes * float(x.sum(dtype=xp.float64))
     err = abs(float(partial.sum(dtype=xp.float64)) - total) / abs(total)
-    t = timed(lambda: memory.read_passes(x, passes), repeat=20)
+    t = timed(lambda: global_memory.read_passes(x, passes), repeat=20)
     n_bytes = passes * x.nbytes
     out["l2_read"] = {
         **t,
@@ -113,9 +117,9 @@ def ceilings(sm_count: int) -> dict:
         "rel_error_of_sum": err,
     }
     blocks, threads, iters = sm_count * 16, 512, 4096
-    got = memory.shared_stride(1, iters, blocks, threads)
-    ok = bool((backend.asnumpy(got) == memory.shared_stride_reference(1, iters, blocks * threads)).all())
-    t = timed(lambda: memory.shared_stride(1, iters, blocks, threads), repeat=20)
+    got = shared_memory.shared_stride(1, iters, blocks, threads)
+    ok = bool((backend.asnumpy(got) == shared_memory.shared_stride_reference(1, iters, blocks * threads)).all())
+    t = timed(lambda: shared_memory.shared_stride(1, iters, blocks, threads), repeat=20)
     n_bytes = 4 * blocks * threads * iters
     out["shared_read"] = {**t, "n_bytes": n_bytes, "bytes_per_s": n_bytes / t["median_s"], "exact": ok}
     return out
@@ -230,15 +234,15 @@ def littles(sm_count: int) -> dict:
 
 
 # -------------------------------------------------------------------------------- memory spaces
-def global_memory() -> dict:
+def measure_global() -> dict:
     xp = backend.xp
     n = 2**25
     x = xp.random.standard_normal(n * 32, dtype=xp.float32)
     rows = []
     for stride in (1, 2, 4, 8, 16, 32):
-        got = memory.read_strided(x, n, stride)
+        got = global_memory.read_strided(x, n, stride)
         ok = bool((got == x[::stride][:n]).all())
-        t = timed(lambda s=stride: memory.read_strided(x, n, s))
+        t = timed(lambda s=stride: global_memory.read_strided(x, n, s))
         rows.append(
             {
                 **t,
@@ -252,88 +256,88 @@ def global_memory() -> dict:
     return {"strided_read": rows}
 
 
-def shared_memory(sm_count: int) -> dict:
+def measure_shared(sm_count: int) -> dict:
     xp = backend.xp
     out = {}
     x = xp.random.standard_normal((8192, 8192), dtype=xp.float32)
     expected = xp.ascontiguousarray(x.T)
     t = timed(lambda: xp.ascontiguousarray(x.T))
     rows = [{**t, "variant": "cupy_transpose", "bytes_per_s": 2 * x.nbytes / t["median_s"], "exact": True}]
-    for variant in memory.TRANSPOSE_KERNELS:
-        ok = bool((memory.transpose(x, variant) == expected).all())
-        t = timed(lambda v=variant: memory.transpose(x, v))
+    for variant in shared_memory.TRANSPOSE_KERNELS:
+        ok = bool((shared_memory.transpose_on_gpu(x, variant) == expected).all())
+        t = timed(lambda v=variant: shared_memory.transpose_on_gpu(x, v))
         rows.append({**t, "variant": variant, "bytes_per_s": 2 * x.nbytes / t["median_s"], "exact": ok})
     odd = xp.asarray(RNG.standard_normal((1000, 777), dtype=np.float32))
     out["transpose_odd_shape_exact"] = all(
-        bool((memory.transpose(odd, v) == odd.T).all()) for v in memory.TRANSPOSE_KERNELS
+        bool((shared_memory.transpose_on_gpu(odd, v) == odd.T).all()) for v in shared_memory.TRANSPOSE_KERNELS
     )
     out["transpose"] = rows
     blocks, threads, iters = sm_count * 16, 512, 2048
     strides = []
     for stride in range(1, 33):
-        got = backend.asnumpy(memory.shared_stride(stride, iters, blocks, threads))
-        ok = bool((got == memory.shared_stride_reference(stride, iters, blocks * threads)).all())
-        t = timed(lambda s=stride: memory.shared_stride(s, iters, blocks, threads), repeat=10)
+        got = backend.asnumpy(shared_memory.shared_stride(stride, iters, blocks, threads))
+        ok = bool((got == shared_memory.shared_stride_reference(stride, iters, blocks * threads)).all())
+        t = timed(lambda s=stride: shared_memory.shared_stride(s, iters, blocks, threads), repeat=10)
         strides.append({**t, "stride": stride, "exact": ok, "loads": blocks * threads * iters})
     out["shared_stride"] = strides
     return out
 
 
-def constant_memory() -> dict:
+def measure_constant() -> dict:
     xp = backend.xp
     n = 2**24
     x_host = RNG.uniform(-1, 1, n).astype(np.float32)
-    c_host = (RNG.uniform(-1, 1, memory.N_COEFFS) / 2).astype(np.float32)
+    c_host = (RNG.uniform(-1, 1, constant_memory.N_COEFFS) / 2).astype(np.float32)
     x, coeffs = xp.asarray(x_host), xp.asarray(c_host)
     rows = []
     for space in ("constant", "global"):
         for spread in (0, 1):
-            got = backend.asnumpy(memory.poly(x, coeffs, spread, space))[:65536]
-            err = rel_err(got, memory.poly_reference(x_host[:65536], c_host, spread))
-            t = timed(lambda s=spread, sp=space: memory.poly(x, coeffs, s, sp))
+            got = backend.asnumpy(constant_memory.poly(x, coeffs, spread, space))[:65536]
+            err = relative_error(got, constant_memory.poly_reference(x_host[:65536], c_host, spread))
+            t = timed(lambda s=spread, sp=space: constant_memory.poly(x, coeffs, s, sp))
             rows.append({**t, "space": space, "spread": spread, "rel_error": err})
     return {"poly": rows, "n": n}
 
 
-def local_memory() -> dict:
+def measure_local() -> dict:
     xp = backend.xp
     n, iters, n_live = 2**22, 64, 64
     x_host = RNG.uniform(-1, 1, n).astype(np.float32)
     x = xp.asarray(x_host)
-    expected = memory.register_pressure_reference(x_host[:4096], n_live, iters)
+    expected = local_memory.register_pressure_reference(x_host[:4096], n_live, iters)
     rows = []
     for cap in (None, 64, 48, 32):
-        fn = memory.register_pressure_kernel(n_live, cap)
-        got = backend.asnumpy(memory.register_pressure(x, n_live, iters, cap))[:4096]
-        t = timed(lambda c=cap: memory.register_pressure(x, n_live, iters, c))
+        fn = local_memory.register_pressure_kernel(n_live, cap)
+        got = backend.asnumpy(local_memory.register_pressure(x, n_live, iters, cap))[:4096]
+        t = timed(lambda c=cap: local_memory.register_pressure(x, n_live, iters, c))
         rows.append(
             {
                 **t,
                 "max_registers": cap,
                 "num_regs": int(fn.num_regs),
                 "local_size_bytes": int(fn.local_size_bytes),
-                "rel_error": rel_err(got, expected),
+                "rel_error": relative_error(got, expected),
             }
         )
     return {"register_pressure": rows, "n": n, "iters": iters, "n_live": n_live}
 
 
 # -------------------------------------------------------------------------------- fused kernels
-def fused() -> dict:
+def measure_fused() -> dict:
     xp = backend.xp
     out = {}
     rows, cols = 16384, 4096
     x_host = RNG.standard_normal((rows, cols), dtype=np.float32) * 3
     x = xp.asarray(x_host)
-    got = memory.softmax_rows(x)
+    got = fused.softmax_rows(x)
     sample = RNG.choice(rows, 512, replace=False)
-    err = rel_err(backend.asnumpy(got)[sample], memory.softmax_reference(x_host[sample]))
+    err = relative_error(backend.asnumpy(got)[sample], fused.softmax_reference(x_host[sample]))
 
     def unfused():
         e = xp.exp(x - x.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
-    t_fused, t_unfused = timed(lambda: memory.softmax_rows(x), repeat=100, flush=True), timed(unfused, flush=True)
+    t_fused, t_unfused = timed(lambda: fused.softmax_rows(x), repeat=100, flush=True), timed(unfused, flush=True)
     variants = []  # launch shapes of the same one-read-one-write kernel, each checked, then timed
     configs = [("softmax_rows", threads, mb, st) for threads in (128, 256, 512, 1024) for mb in (1, 2048 // threads)
                for st in (False, True)]
@@ -341,8 +345,8 @@ def fused() -> dict:
                                                                                    (1024, 1)) for st in (False, True)]
     for kernel, threads, blocks, streaming in tqdm(configs, desc="softmax variants", leave=False):
         # the third argument is min_blocks for softmax_rows, blocks_per_sm for the persistent kernel
-        run = functools.partial(getattr(memory, kernel), x, threads, blocks, streaming=streaming)
-        v_err = rel_err(backend.asnumpy(run())[sample], memory.softmax_reference(x_host[sample]))
+        run = functools.partial(getattr(fused, kernel), x, threads, blocks, streaming=streaming)
+        v_err = relative_error(backend.asnumpy(run())[sample], fused.softmax_reference(x_host[sample]))
         t = timed(run, repeat=100, flush=True)
         variants.append({"kernel": kernel, "threads": threads, "blocks": blocks, "streaming": streaming,
                          "rel_error_sampled_rows": v_err, **t, "bytes_per_s": 2 * x.nbytes / t["median_s"]})
@@ -358,10 +362,10 @@ def fused() -> dict:
     n = 2**28
     x_host = RNG.standard_normal(n, dtype=np.float32)
     x = xp.asarray(x_host)
-    got = backend.asnumpy(memory.silu_affine(x)[: 2**22])
-    err = rel_err(got, memory.silu_affine_reference(x_host[: 2**22]))
-    t_fused = timed(lambda: memory.silu_affine(x), flush=True)
-    t_unfused = timed(lambda: memory.silu_affine_unfused(x), flush=True)
+    got = backend.asnumpy(fused.silu_affine(x)[: 2**22])
+    err = relative_error(got, fused.silu_affine_reference(x_host[: 2**22]))
+    t_fused = timed(lambda: fused.silu_affine(x), flush=True)
+    t_unfused = timed(lambda: fused.silu_affine_unfused(x), flush=True)
     out["silu_affine"] = {
         "n": n,
         "n_bytes": 2 * x.nbytes,
@@ -370,8 +374,8 @@ def fused() -> dict:
         "unfused_cupy": {**t_unfused, "bytes_per_s": 2 * x.nbytes / t_unfused["median_s"]},
     }
     total = float(np.sum(x_host, dtype=np.float64))
-    got = float(memory.sum_reduce(x))
-    t_mine, t_cupy = timed(lambda: memory.sum_reduce(x), flush=True), timed(lambda: x.sum(), flush=True)
+    got = float(fused.sum_reduce(x))
+    t_mine, t_cupy = timed(lambda: fused.sum_reduce(x), flush=True), timed(lambda: x.sum(), flush=True)
     out["sum"] = {
         "n": n,
         "n_bytes": x.nbytes,
@@ -415,7 +419,7 @@ def allocation() -> dict:
 
 
 # ------------------------------------------------------------------------------------------ SGEMM
-def sgemm() -> dict:
+def measure_sgemm() -> dict:
     xp = backend.xp
     n = 4096
     a_host = RNG.standard_normal((n, n), dtype=np.float32)
@@ -425,22 +429,22 @@ def sgemm() -> dict:
     c = xp.empty((n, n), dtype=xp.float32)
     flop = 2 * n**3
     t = timed(lambda: xp.matmul(a, b, out=c), repeat=30)
-    cublas = {**t, "flop_per_s": flop / t["median_s"], "rel_error": rel_err(xp.matmul(a, b), reference)}
+    cublas = {**t, "flop_per_s": flop / t["median_s"], "rel_error": relative_error(xp.matmul(a, b), reference)}
     small = [(512, 384, 256), (256, 256, 512)]
     small_inputs = [
         (RNG.standard_normal((m, k), dtype=np.float32), RNG.standard_normal((k, nn), dtype=np.float32))
         for m, nn, k in small
     ]
 
-    def measure(step: matmul.SgemmStep, repeat: int) -> dict:
-        got = matmul.sgemm(a, b, step, out=c)
-        err = rel_err(got, reference)
+    def measure(step: sgemm.SgemmStep, repeat: int) -> dict:
+        got = sgemm.sgemm(a, b, step, out=c)
+        err = relative_error(got, reference)
         small_errors = [
-            rel_err(matmul.sgemm(xp.asarray(sa), xp.asarray(sb), step), matmul.sgemm_reference(sa, sb))
+            relative_error(sgemm.sgemm(xp.asarray(sa), xp.asarray(sb), step), sgemm.sgemm_reference(sa, sb))
             for sa, sb in small_inputs
         ]
-        fn = matmul.loader.kernel(matmul.SOURCE, step.expression)
-        t = timed(lambda: matmul.sgemm(a, b, step, out=c), warmup=2, repeat=repeat)
+        fn = loader.kernel(sgemm.SOURCE, step.expression)
+        t = timed(lambda: sgemm.sgemm(a, b, step, out=c), warmup=2, repeat=repeat)
         return {
             **t,
             "step": step.name,
@@ -455,7 +459,7 @@ def sgemm() -> dict:
         }
 
     steps = []
-    for step in tqdm(list(matmul.STEPS.values()), desc="sgemm steps"):
+    for step in tqdm(list(sgemm.STEPS.values()), desc="sgemm steps"):
         try:
             steps.append(measure(step, repeat=10 if step.name in ("naive", "coalesced", "smem") else 20))
         except Exception as exc:
@@ -463,17 +467,17 @@ def sgemm() -> dict:
             steps.append({"step": step.name, "error": f"{type(exc).__name__}: {exc}"})
     odd = (RNG.standard_normal((100, 70), dtype=np.float32), RNG.standard_normal((70, 50), dtype=np.float32))
     odd_errors = {
-        name: rel_err(
-            matmul.sgemm(xp.asarray(odd[0]), xp.asarray(odd[1]), name), matmul.sgemm_reference(*odd)
+        name: relative_error(
+            sgemm.sgemm(xp.asarray(odd[0]), xp.asarray(odd[1]), name), sgemm.sgemm_reference(*odd)
         )
         for name in ("naive", "coalesced", "smem")
     }
     tuning = []
-    candidates = [(f, v) for f in ("sgemm_warptile", "sgemm_warptile_db") for v in matmul.WARPTILE_CANDIDATES]
+    candidates = [(f, v) for f in ("sgemm_warptile", "sgemm_warptile_db") for v in sgemm.WARPTILE_CANDIDATES]
     for function, values in tqdm(candidates, desc="autotune"):
-        if matmul.warptile_problems(values, function.endswith("_db")):
+        if sgemm.warptile_problems(values, function.endswith("_db")):
             continue
-        step = matmul.warptile_step(function.removeprefix("sgemm_"), function, "autotune candidate", values)
+        step = sgemm.warptile_step(function.removeprefix("sgemm_"), function, "autotune candidate", values)
         try:
             tuning.append(measure(step, repeat=20))
         except Exception as exc:
@@ -507,13 +511,13 @@ def main(argv: list[str] | None = None) -> int:
     sections = {
         "roofline": {"ceilings": lambda: ceilings(sms), "littles_law": lambda: littles(sms)},
         "memory": {
-            "global": global_memory,
-            "shared": lambda: shared_memory(sms),
-            "constant": constant_memory,
-            "local": local_memory,
-            "fused": fused,
+            "global": measure_global,
+            "shared": lambda: measure_shared(sms),
+            "constant": measure_constant,
+            "local": measure_local,
+            "fused": measure_fused,
             "allocation": allocation,
-            "sgemm": sgemm,
+            "sgemm": measure_sgemm,
         },
     }
     for file_key, parts in sections.items():

@@ -1,16 +1,15 @@
 """Start this lesson's runners on P processes: the course's ring vs ``MPI.Allreduce`` and vs NCCL.
 
 Both go through the one MPI launcher, :func:`mlsys_lab.mpi.run_mpi`, which finds ``mpiexec`` (MPICH or
-Open MPI, root too) and reads back rank 0's JSON line. ``MpiUnavailable``, ``mpi_status`` and
-``run_mpi`` are re-exported here for the callers that still import them from this module.
+Open MPI, root too) and reads back rank 0's JSON line.
 """
 
 from __future__ import annotations
 
-from mlsys_lab.mpi import MpiUnavailable, mpi_status, run_mpi
+from mlsys_lab.mpi import run_mpi
 from mlsys_lab.validation import check_int
 
-__all__ = ["MpiUnavailable", "mpi_status", "nccl_benchmark", "ring_benchmark", "run_mpi"]
+__all__ = ["nccl_benchmark", "ring_benchmark"]
 
 
 def _sizes_argument(sizes_bytes: list[int]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsys_lab.autotuning.search import spearman
+from mlsys_lab.autotuning.stats import spearman
 from mlsys_lab.exercises import Case, check, rng
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab.collectives import cost
-from mlsys_lab.collectives.simulate import Network
+from mlsys_lab.collectives.network import Network
 from mlsys_lab.exercises import Case, check, rng
 
 

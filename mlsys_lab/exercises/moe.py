@@ -5,28 +5,23 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.moe.gating import assign_with_capacity, load_balancing_loss, top_k_experts
 
 
 def reference_route(logits: np.ndarray, k: int, capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    """(indices (T, k) best first, kept (T, k)): first choices of all tokens before second choices."""
-    n_tokens, n_experts = logits.shape
-    indices = np.argsort(-logits, axis=1)[:, :k]
-    kept = np.zeros((n_tokens, k), dtype=bool)
-    load = np.zeros(n_experts, dtype=int)
-    for j in range(k):
-        for t in range(n_tokens):
-            e = indices[t, j]
-            if load[e] < capacity:
-                kept[t, j] = True
-                load[e] += 1
+    """(indices (T, k) best first, kept (T, k)): first choices of all tokens before second choices.
+
+    The lesson's own routing: :func:`mlsys_lab.moe.gating.top_k_experts` and
+    :func:`mlsys_lab.moe.gating.assign_with_capacity` (the learner writes it as a loop).
+    """
+    indices = top_k_experts(logits, k)
+    kept, _ = assign_with_capacity(indices, logits.shape[1], capacity)
     return indices, kept
 
 
 def reference_aux_loss(router_probs: np.ndarray, expert_indices: np.ndarray) -> float:
-    n_tokens, n_experts = router_probs.shape
-    flat = np.asarray(expert_indices).reshape(-1)
-    f = np.bincount(flat, minlength=n_experts) / flat.size
-    return float(n_experts * np.sum(f * router_probs.mean(axis=0)))
+    """N · Σᵢ fᵢ · Pᵢ: :func:`mlsys_lab.moe.gating.load_balancing_loss`."""
+    return load_balancing_loss(np.asarray(router_probs), np.asarray(expert_indices))
 
 
 def _as_routing(got) -> tuple[np.ndarray, np.ndarray] | None:

@@ -4,8 +4,7 @@ The run (:func:`mlsys_lab.fault_tolerance.checkpoint_io.run`) goes to a child pr
 parent kills it (after a delay, once it reports a given step, or from inside a checkpoint write),
 restarts it from whatever checkpoint is on disk, and records that checkpoint's step and digest. The
 uninterrupted run's digests at the same steps (:func:`~mlsys_lab.fault_tolerance.checkpoint_io.uninterrupted_digests`)
-are the reference: equal digests mean a resumed run is
-bitwise identical. POSIX only (Linux, macOS, WSL).
+are the reference: equal digests mean a resumed run is bitwise identical. POSIX only (Linux, macOS, WSL).
 """
 
 from __future__ import annotations

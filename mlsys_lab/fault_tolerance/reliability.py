@@ -68,6 +68,15 @@ def failure_shares(counts: dict[str, int]) -> dict[str, float]:
     return {name: count / total for name, count in counts.items()}
 
 
+def failures_by_category(causes: list[dict]) -> dict[str, int]:
+    """Failure counts summed per ``category`` over causes ``{"category": ..., "count": ...}``, in first-seen
+    order (e.g. Llama 3's Table 5: the GPU, host, network and software rows of each kind added up)."""
+    totals: dict[str, int] = {}
+    for cause in causes:
+        totals[cause["category"]] = totals.get(cause["category"], 0) + check_int("count", cause["count"], low=0)
+    return totals
+
+
 def llama3_interruptions() -> dict:
     """Llama 3 405B's 54-day snapshot (Dubey et al. 2024, §3.3.4, Table 5), as recorded in the data file."""
     return records.load("fault_llama3_interruptions")

@@ -37,6 +37,7 @@ from mlsys_lab.loops.dependence import (
     unroll_and_jam_legal,
 )
 from mlsys_lab.loops.measure import (
+    best_microkernel_seconds,
     blocked_sweep,
     compare,
     cpu_ladder_rates,
@@ -49,5 +50,5 @@ __all__ = [
     "tile_fits",
     "fusion_legal", "interchange_legal", "is_legal", "legal_orders", "lexicographically_positive",
     "parallel_loops", "permute", "skew", "tiling_legal", "unroll_and_jam_legal",
-    "compare", "measure_blocked", "blocked_sweep", "cpu_ladder_rates", "gpu_ladder_rates",
+    "compare", "measure_blocked", "blocked_sweep", "best_microkernel_seconds", "cpu_ladder_rates", "gpu_ladder_rates",
 ]

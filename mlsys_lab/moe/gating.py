@@ -5,6 +5,8 @@ y(x) = Σᵢ G(x)ᵢ · Eᵢ(x) over n experts; only experts with G(x)ᵢ ≠ 0 
 * Softmax gate: G(x) = softmax(x W_g) (dense: every expert runs).
 * Top-k gate (Shazeer et al. 2017, eq. 3–5): G(x) = softmax(KeepTopK(H(x), k)), with the noisy
   logits H(x)ᵢ = (x W_g)ᵢ + N(0, 1) · softplus((x W_noise)ᵢ) during training.
+* Switch gate (Fedus et al. 2022): the top-k of softmax(x W_g), each keeping its probability as gate value.
+  Both gates choose their experts with the one top-k, :func:`top_k_experts`.
 * Capacity (Switch Transformer, Fedus et al. 2022, eq. 3; GShard, Lepikhin et al. 2020):
   each expert takes at most ⌈k · tokens / n_experts · capacity_factor⌉ tokens; the rest overflow,
   skip the expert and pass through the residual connection unchanged.

@@ -24,7 +24,6 @@ pp        pipeline schedules (GPipe, 1F1B, interleaved): bubble formula, simulat
 zero      ZeRO stages 0–3 and offload: memory and bytes per GPU, a ZeRO Adam step on simulated ranks
 timeline  events on device streams: idle time, exposed communication, the raster the figures draw
 planner   the 3D (DP × TP × PP × ZeRO) planner, checked against Megatron-LM's published runs
-storage   goodput under periodic checkpoints and failures (checkpoint sizes are lesson 09's)
 mpi_run   runner: the DP and TP steps across real MPI processes (through :func:`mlsys_lab.mpi.run_mpi`)
 ========  ===========================================================================================
 
@@ -59,7 +58,6 @@ from mlsys_lab.parallelism.pp import (
     simulate_schedule,
 )
 from mlsys_lab.parallelism.sp import sp_loss_and_grads
-from mlsys_lab.parallelism.storage import goodput
 from mlsys_lab.parallelism.timeline import Event, stream_idle_fraction, timeline_summary
 from mlsys_lab.parallelism.tp import shard_block, tp_loss_and_grads
 from mlsys_lab.parallelism.zero import (
@@ -72,7 +70,7 @@ from mlsys_lab.parallelism.zero import (
 
 __all__ = [
     "BlockConfig", "ClusterSpec", "CommLog", "Event", "ModelSpec", "Plan", "comm", "data_parallel_grads",
-    "ddp_timeline", "estimate", "goodput", "init_model", "loss_and_grads", "max_relative_error_of_params",
+    "ddp_timeline", "estimate", "init_model", "loss_and_grads", "max_relative_error_of_params",
     "megatron_models", "n_params", "peak_stashed_microbatches", "pipeline_bubble_fraction",
     "pipeline_loss_and_grads", "predict_megatron_runs", "rank_plans", "selene", "shard_block", "simulate_schedule",
     "sp_loss_and_grads", "stream_idle_fraction", "timeline_summary", "tp_loss_and_grads", "zero_adam_step",

@@ -32,7 +32,12 @@ BYTES_PER_VALUE = 2  # fp16 / bf16 activations and gradients
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A GPT-style model: l layers, hidden h, a heads, sequence s, vocabulary V."""
+    """A GPT-style model: l layers, hidden h, a heads, sequence s, vocabulary V.
+
+    Not lesson 06's :class:`~mlsys_lab.training_memory.accounting.TransformerShape`: the planner needs
+    the sequence length (FLOPs, activations) and counts Ψ as Megatron-LM does, with the s·h position
+    embeddings, where TransformerShape counts 12·l·h² + 13·l·h + V·h.
+    """
 
     n_layers: int
     hidden: int
@@ -43,6 +48,7 @@ class ModelSpec:
 
     @property
     def n_params(self) -> float:
+        """Ψ = 12·l·h²·(1 + 13/(12h) + (V + s)/(12·l·h)) (Narayanan et al. 2021, §5.1)."""
         l, h, s, v = self.n_layers, self.hidden, self.seq_len, self.vocab
         return 12 * l * h * h * (1 + 13 / (12 * h) + (v + s) / (12 * l * h))
 

@@ -39,7 +39,8 @@ class MLP:
 
     @property
     def named_parameters(self) -> dict[str, Tensor]:
-        """``stem.w``, ``stem.b``, ``blocks.<i>.w1``, ``.b1``, ``.w2``, ``head.w``, ``head.b``: what optimizers key on."""
+        """Parameters by name, what optimizers key on: ``stem.w``, ``stem.b``, ``blocks.<i>.w1``/``b1``/``w2``,
+        ``head.w``, ``head.b``."""
         names = ["stem.w", "stem.b", *(f"blocks.{i}.{n}" for i in range(len(self.blocks)) for n in ("w1", "b1", "w2")),
                  "head.w", "head.b"]
         return dict(zip(names, self.parameters, strict=True))

@@ -2,40 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-
 import ipywidgets as widgets
 import numpy as np
 
-from mlsys_lab.autotuning import search as autotune
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.autotuning import STRATEGIES, evaluations_to_reach, recorded_space, strategy_curves
 from mlsys_lab.widgets.base import Explorer, slider
-
-STRATEGIES = ("grid", "random", "model: raw config", "model: instruction counts")
-
-
-@functools.lru_cache(maxsize=1)
-def recorded_space() -> dict:
-    """The recorded GPU space with both feature sets standardized for the surrogate."""
-    space = autotune.load_gpu_space()
-    space["raw_std"] = autotune.standardize(np.log2(space["raw"] + 1))
-    space["static_std"] = autotune.standardize(space["static"], log=True)
-    return space
-
-
-def strategy_curves(strategy: str, budget: int, seeds: int) -> np.ndarray:
-    """(seeds, budget) best-found / optimum for ``strategy`` on the recorded GPU space."""
-    check_choice("strategy", strategy, STRATEGIES)
-    space = recorded_space()
-    budget = check_int("budget", budget, low=1, high=len(space["seconds"]))
-    if strategy == "grid":
-        fn, features = autotune.grid_search, space["raw"]
-    elif strategy == "random":
-        fn, features = autotune.random_search, space["raw"]
-    else:
-        fn = autotune.model_guided_search
-        features = space["raw_std"] if strategy.endswith("config") else space["static_std"]
-    return autotune.search_curves(fn, features, space["seconds"], budget, seeds)
 
 
 class SearchExplorer(Explorer):
@@ -51,10 +22,10 @@ class SearchExplorer(Explorer):
         }
 
     def compute(self, strategy, budget, seeds):
-        curves = strategy_curves(strategy, budget, seeds)
-        reach = autotune.evaluations_to_reach(curves, within=1.05)
-        return {"strategy": strategy, "curves": curves, "reach": reach,
-                "n_configs": len(recorded_space()["seconds"])}
+        space = recorded_space()
+        curves = strategy_curves(strategy, space, budget, seeds)
+        reach = evaluations_to_reach(curves, within=1.05)
+        return {"strategy": strategy, "curves": curves, "reach": reach, "n_configs": len(space["seconds"])}
 
     def draw(self, figure):
         self.ax = figure.add_subplot()

@@ -9,8 +9,15 @@ from matplotlib.collections import LineCollection
 from matplotlib.patches import Rectangle
 
 from mlsys_lab.collectives import cost, simulate
-from mlsys_lab.collectives import overlap as overlap_model
-from mlsys_lab.collectives import topology as topologies
+from mlsys_lab.collectives.overlap import bucketed_timeline, transformer_gradients
+from mlsys_lab.collectives.topology import (
+    TOPOLOGIES,
+    bisection_bandwidth,
+    bisection_links,
+    build,
+    diameter,
+    link_count,
+)
 from mlsys_lab.units import format_seconds
 from mlsys_lab.widgets.base import Explorer, log_slider, slider
 
@@ -69,7 +76,7 @@ class RingAllReduceExplorer(Explorer):
         return {
             "phase": result.phase,
             "sent per rank so far (1 MiB vector)": f"{result.bytes_sent_per_rank / 2**10:.0f} KiB",
-            "at the end": f"{2 * (p - 1) / p * 1024:.0f} KiB = 2(p−1)/p × 1 MiB",
+            "at the end": f"{cost.allreduce_coefficients('ring', p)[1] * 1024:.0f} KiB = 2(p−1)/p × 1 MiB",
             "finished (rank→chunk)": ", ".join(full[:8]) + (" ..." if len(full) > 8 else "") or "none yet",
         }
 
@@ -147,20 +154,20 @@ class TopologyExplorer(Explorer):
     def make_controls(self):
         return {
             "topology": widgets.Dropdown(
-                options=list(topologies.TOPOLOGIES), value="torus_2d", description="topology"
+                options=list(TOPOLOGIES), value="torus_2d", description="topology"
             ),
             "n_nodes": slider("nodes", 16, 2, 64),
             "link_gb_s": log_slider("link GB/s", 50.0, 1.0, 900.0),
         }
 
     def compute(self, topology, n_nodes, link_gb_s):
-        graph = topologies.build(topology, n_nodes)
+        graph = build(topology, n_nodes)
         return {
             "graph": graph,
-            "diameter": topologies.diameter(topology, n_nodes),
-            "links": topologies.link_count(topology, n_nodes),
-            "bisection_links": topologies.bisection_links(topology, n_nodes),
-            "bisection": topologies.bisection_bandwidth(topology, n_nodes, link_gb_s * 1e9),
+            "diameter": diameter(topology, n_nodes),
+            "links": link_count(topology, n_nodes),
+            "bisection_links": bisection_links(topology, n_nodes),
+            "bisection": bisection_bandwidth(topology, n_nodes, link_gb_s * 1e9),
         }
 
     def draw(self, figure):
@@ -211,8 +218,8 @@ class BucketOverlapExplorer(Explorer):
         }
 
     def compute(self, bucket_mib, n_ranks, bandwidth_gb_s, overlap):
-        seconds, grad_bytes = overlap_model.transformer_gradients(self.n_tensors // 4)
-        return overlap_model.bucketed_timeline(
+        seconds, grad_bytes = transformer_gradients(self.n_tensors // 4)
+        return bucketed_timeline(
             seconds,
             grad_bytes,
             bucket_mib * 2**20,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
-from mlsys_lab.hardware import PRESETS
+from mlsys_lab.hardware import PRESETS, Hardware
 from mlsys_lab.start_here import fits_in_memory, tensor_bytes, transfer_times
 from mlsys_lab.units import BYTES_PER_DTYPE, format_seconds
 from mlsys_lab.widgets.base import Explorer, log_slider
@@ -48,3 +48,17 @@ class TransferExplorer(Explorer):
                 f"fits in {hw.memory_bytes / 1e9:.0f} GB memory": "yes" if result["fits"] else "no"}
         rows.update({k: format_seconds(v) for k, v in result["times"].items()})
         return rows
+
+
+def plot_machine_ceilings(ax_flops, ax_bandwidth, machines: list[Hardware], colors: list[str]) -> None:
+    """Two bar charts, one bar per machine: fp32 peak FLOP/s and memory bandwidth, both on log axes."""
+    names = [hw.name for hw in machines]
+    ax_flops.barh(names, [hw.peak("fp32") for hw in machines], color=colors)
+    ax_flops.set_xscale("log")
+    ax_flops.set_xlabel("fp32 FLOP/s")
+    ax_flops.invert_yaxis()
+    ax_bandwidth.barh(names, [hw.memory_bandwidth_bytes_per_s for hw in machines], color=colors)
+    ax_bandwidth.set_xscale("log")
+    ax_bandwidth.set_xlabel("memory bandwidth, bytes/s")
+    ax_bandwidth.invert_yaxis()
+    ax_bandwidth.set_yticklabels([])

@@ -8,9 +8,9 @@ from mlsys_lab.collectives import launch
 
 def test_missing_mpi_says_how_to_get_it(monkeypatch):
     monkeypatch.setattr(mpi, "find_mpiexec", lambda: None)
-    with pytest.raises(launch.MpiUnavailable, match="pip install mpich mpi4py"):
+    with pytest.raises(mpi.MpiUnavailable, match="pip install mpich mpi4py"):
         launch.ring_benchmark(2, [4096])
-    with pytest.raises(launch.MpiUnavailable):
+    with pytest.raises(mpi.MpiUnavailable):
         launch.nccl_benchmark(1, [4096])
 
 
@@ -20,8 +20,3 @@ def test_bad_sizes_are_named_before_anything_starts():
     with pytest.raises(ValueError, match="n_gpus"):
         launch.nccl_benchmark(0, [4096])
 
-
-def test_the_floor_launcher_is_still_importable_from_here():
-    """Notebook 11 and the MoE tests import these three names from this module until they move to the floor."""
-    assert (launch.MpiUnavailable, launch.mpi_status, launch.run_mpi) == (mpi.MpiUnavailable, mpi.mpi_status,
-                                                                         mpi.run_mpi)

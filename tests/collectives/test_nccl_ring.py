@@ -1,5 +1,8 @@
 """Does the NCCL runner find its GPU from the launcher, and explain itself where there is none?"""
 
+import subprocess
+import sys
+
 import pytest
 
 from mlsys_lab import mpi
@@ -26,3 +29,12 @@ def test_local_rank_comes_from_the_launcher(monkeypatch):
     assert nccl_ring.local_rank() == 3
     monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "5")
     assert nccl_ring.local_rank() == 5
+
+
+def test_importing_the_lesson_package_takes_no_gpu():
+    """``python -m mlsys_lab.collectives.nccl_ring`` imports the package first, then picks its GPU: the
+    package must not start the array backend (which takes a device) or MPI."""
+    code = ("import sys, mlsys_lab.collectives, mlsys_lab.collectives.nccl_ring; "
+            "print(sorted(m for m in ('mlsys_lab.backend', 'cupy', 'mpi4py') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -99,16 +99,6 @@ def test_simulated_rounds_match_the_alpha_beta_formula(algorithm, p):
     )
 
 
-def test_network_enforces_one_message_per_rank_per_round():
-    net = simulate.Network(3)
-    with pytest.raises(ValueError, match="at most one"):
-        net.exchange([(0, 1, np.ones(2)), (0, 2, np.ones(2))])
-    with pytest.raises(ValueError, match="itself"):
-        net.exchange([(1, 1, np.ones(2))])
-    with pytest.raises(ValueError, match="dst"):
-        net.exchange([(0, 5, np.ones(2))])
-
-
 def test_bad_buffers_are_named():
     with pytest.raises(ValueError, match="same length"):
         simulate.ring_allreduce([np.ones(3), np.ones(4)])
@@ -136,3 +126,37 @@ def test_other_collectives_match_collective_time(p):
     ]:
         expected = cost.collective_time(name, n * 4, p, alpha, beta)
         assert result.time_seconds(alpha, beta) == pytest.approx(expected), name
+
+
+def test_all_to_all_pieces_delivers_what_each_rank_addressed():
+    """Pieces of any shape: recv[j][i] = send[i][j]; rank 0 sends 2 + 3 rows of 2 float64 = 80 bytes."""
+    send = [[np.full((n, 2), 10.0 * i + j) for j, n in enumerate(row)] for i, row in enumerate([(1, 2, 3),
+                                                                                                 (0, 0, 1),
+                                                                                                 (4, 0, 0)])]
+    result = simulate.all_to_all_pieces(send)
+    for i in range(3):
+        for j in range(3):
+            np.testing.assert_array_equal(result.outputs[j][i], send[i][j])
+    assert result.bytes_sent.tolist() == [80, 16, 64] and result.steps == 2
+    with pytest.raises(ValueError, match="p x p nested list"):
+        simulate.all_to_all_pieces([[np.ones(1)] * 2])
+
+
+def test_ring_state_fills_one_chunk_per_rank_then_everything():
+    p = 5
+    middle = simulate.ring_state(p, p - 1)
+    assert middle.phase == "reduce-scatter"
+    assert [tuple(x) for x in np.argwhere(middle.contributions == p)] == [(r, (r + 1) % p) for r in range(p)]
+    end = simulate.ring_state(p, 2 * (p - 1))
+    assert end.phase == "all-gather" and np.all(end.contributions == p)
+    start = simulate.ring_state(p, 0)
+    assert start.phase == "start" and np.all(start.contributions == 1)  # every rank holds only its own input
+
+
+def test_ring_state_counts_one_chunk_per_round():
+    """Round s: every rank has sent s chunks of n/p bytes; at the end 2(p−1)/p·n, 1.5 MiB of 1 MiB on 4 ranks."""
+    assert simulate.ring_state(4, 3).bytes_sent_per_rank == 3 * 2**20 / 4
+    assert simulate.ring_state(4, 6).bytes_sent_per_rank == 1.5 * 2**20
+    assert simulate.ring_state(4, 2, vector_bytes=400).bytes_sent_per_rank == 200
+    with pytest.raises(ValueError, match="step must be an integer between 0 and 4; got 9"):
+        simulate.ring_state(3, 9)

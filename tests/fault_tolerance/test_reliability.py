@@ -34,6 +34,16 @@ def test_llama3_snapshot_inverts_to_the_per_gpu_mttf():
     assert json.loads(json.dumps(record))["days"] == 54
 
 
+def test_failures_add_up_per_category():
+    causes = [{"category": "GPU", "count": 3}, {"category": "Host", "count": 1}, {"category": "GPU", "count": 2}]
+    assert fault.failures_by_category(causes) == {"GPU": 5, "Host": 1}
+    assert list(fault.failures_by_category(causes)) == ["GPU", "Host"]  # first-seen order
+    record = fault.llama3_interruptions()
+    assert sum(fault.failures_by_category(record["causes"]).values()) == 419
+    with pytest.raises(ValueError, match="count"):
+        fault.failures_by_category([{"category": "GPU", "count": -1}])
+
+
 def test_young_and_daly_intervals_by_hand():
     assert fault.young_daly_interval(30.0, 3600.0) == pytest.approx(math.sqrt(216000.0))
     # C=50, M=10,000: x = C/2M = 0.0025; 1000·(1 + 0.05/3 + 0.0025/9) − 50

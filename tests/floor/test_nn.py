@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mlsys_lab.backend import asnumpy, xp
-from mlsys_lab.nn import Adam, accuracy, batches, cross_entropy, softmax
+from mlsys_lab.nn import SGD, Adam, accuracy, batches, cross_entropy, gelu, gelu_grad, mse_loss, softmax
 
 
 def test_softmax_rows_sum_to_one_and_survive_large_logits():
@@ -27,13 +27,56 @@ def test_cross_entropy_value_and_gradient_match_finite_differences():
         assert asnumpy(grad)[i, j] == pytest.approx(numeric, abs=1e-5)
 
 
+def test_mse_loss_by_hand():
+    # ŷ − y = [1, −2, 3, 0]: L = ½ · (1 + 4 + 9 + 0) / 4 = 1.75, dL/dŷ = (ŷ − y) / 4
+    loss, grad = mse_loss(xp.asarray([[1.0, -2.0], [3.0, 0.0]]), xp.zeros((2, 2)))
+    assert loss == 1.75
+    np.testing.assert_array_equal(asnumpy(grad), [[0.25, -0.5], [0.75, 0.0]])
+
+
+def test_gelu_values_and_gradient():
+    x = np.array([-3.0, -1.0, 0.0, 0.5, 2.0])
+    t = np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))
+    np.testing.assert_allclose(asnumpy(gelu(xp.asarray(x))), 0.5 * x * (1 + t), rtol=1e-15)
+    assert float(gelu(xp.asarray(0.0))) == 0.0 and float(gelu_grad(xp.asarray(0.0))) == 0.5
+    h = 1e-6
+    numeric = (asnumpy(gelu(xp.asarray(x + h))) - asnumpy(gelu(xp.asarray(x - h)))) / (2 * h)
+    np.testing.assert_allclose(asnumpy(gelu_grad(xp.asarray(x))), numeric, rtol=1e-8, atol=1e-10)
+
+
+def test_sgd_steps_in_place_against_the_gradient():
+    w = xp.asarray([1.0, -2.0])
+    params = {"w": w, "frozen": xp.asarray([5.0])}
+    opt = SGD(0.5, trainable=("w",))
+    opt.step(params, {"w": xp.asarray([2.0, -4.0]), "frozen": xp.asarray([1.0])})
+    np.testing.assert_array_equal(asnumpy(w), [0.0, 0.0])  # the array itself changed
+    assert float(params["frozen"][0]) == 5.0 and opt.state_bytes == 0
+
+
 def test_adam_first_step_moves_each_value_by_lr_against_its_gradient_sign():
     # after one step m̂ = g and v̂ = g², so the update is lr · g / (|g| + eps)
     params = {"w": xp.asarray([1.0, -2.0, 3.0])}
     opt = Adam(("w",), lr=0.1)
     opt.step(params, {"w": xp.asarray([0.5, -4.0, 1e-3])})
     np.testing.assert_allclose(asnumpy(params["w"]), [0.9, -1.9, 2.9], rtol=1e-4)
-    assert opt.state_bytes(params) == 2 * 3 * 8
+    assert opt.state_bytes == 2 * 3 * 8
+
+
+def test_adam_matches_the_papers_update_over_several_steps():
+    """Kingma & Ba, Algorithm 1, written out in float64, against the in-place one-scratch update."""
+    g = np.random.default_rng(1)
+    w0, grads = g.normal(size=(3, 4)), g.normal(size=(5, 3, 4))
+    params = {"w": xp.asarray(w0.copy())}
+    opt = Adam(lr=0.01)  # trainable=None: every name in the gradients
+    w, m, v = w0.copy(), np.zeros_like(w0), np.zeros_like(w0)
+    for t, grad in enumerate(grads, start=1):
+        opt.step(params, {"w": xp.asarray(grad)})
+        m = 0.9 * m + 0.1 * grad
+        v = 0.999 * v + 0.001 * grad**2
+        w = w - 0.01 * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+    np.testing.assert_allclose(asnumpy(params["w"]), w, rtol=1e-12)
+    np.testing.assert_allclose(asnumpy(opt.m["w"]), m, rtol=1e-12)
+    assert opt.step_count == 5
 
 
 def test_adam_rejects_nonpositive_learning_rate():

@@ -65,3 +65,23 @@ def test_bad_shapes_are_value_errors():
         simt.bank_conflict_degree(-simt.lanes())
     with pytest.raises(ValueError, match="element_bytes must be one of"):
         simt.strided_sectors(1, 3)
+
+
+def test_strided_copy_time_is_traffic_over_bandwidth():
+    """Stride 1: 4 sectors per 32 floats read = 4 bytes, plus the 4-byte write: 8 bytes per element."""
+    assert simt.strided_copy_bytes(1) == 8.0 and simt.strided_copy_bytes(8) == 36.0
+    assert simt.strided_copy_seconds(1000, 1, 8e9) == pytest.approx(1e-6)
+    assert simt.strided_copy_seconds(1000, 16, 1e9, sector_bytes=64) == pytest.approx(1000 * 68 / 1e9)
+
+
+def test_warp_access_in_either_space():
+    access = simt.warp_access(simt.SPACES[0], 1, 1, 4)  # shifted by one float: 5 sectors for 128 bytes
+    assert access.cost == 5 and access.best_cost == 4 and access.slots.max() == 4
+    assert access.efficiency == pytest.approx(128 / (5 * 32))
+    access = simt.warp_access(simt.SPACES[1], 2, 0, 4)  # even words only: 2 per bank
+    assert access.cost == 2 and access.efficiency == 0.5
+    assert sorted(set(access.slots.tolist())) == list(range(0, 32, 2))
+    with pytest.raises(ValueError, match="element_bytes must be 4"):
+        simt.warp_access(simt.SPACES[1], 1, 0, 8)
+    with pytest.raises(ValueError, match="space must be one of"):
+        simt.warp_access("texture", 1, 0, 4)

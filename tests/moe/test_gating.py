@@ -77,6 +77,30 @@ def test_first_choices_are_placed_before_second_choices():
     assert slot.tolist() == [[0, 1], [1, 0], [-1, -1], [0, -1]]
 
 
+def _place_one_by_one(indices, n_experts, capacity):
+    """Independent reference: walk the choices level by level, tokens in order, filling each expert."""
+    kept = np.zeros(indices.shape, dtype=bool)
+    load = np.zeros(n_experts, dtype=int)
+    for j in range(indices.shape[1]):
+        for t in range(indices.shape[0]):
+            if load[indices[t, j]] < capacity:
+                kept[t, j] = True
+                load[indices[t, j]] += 1
+    return kept
+
+
+def test_vectorised_placement_equals_the_loop_on_random_routings():
+    g = np.random.default_rng(7)
+    for _ in range(200):
+        n_tokens, n_experts = int(g.integers(1, 40)), int(g.integers(2, 10))
+        k = int(g.integers(1, min(3, n_experts) + 1))
+        capacity = int(g.integers(0, n_tokens * k // n_experts + 3))
+        idx = top_k_experts(g.normal(size=(n_tokens, n_experts)) + g.normal(size=n_experts), k)
+        kept, slot = assign_with_capacity(idx, n_experts, capacity)
+        np.testing.assert_array_equal(kept, _place_one_by_one(idx, n_experts, capacity))
+        assert (slot[kept] < capacity).all() and (slot[~kept] == -1).all()
+
+
 def test_pairs_not_sent_take_no_place():
     # GShard's random routing: token 1 sends no second choice, so token 2's second choice gets expert 1's slot
     idx = np.array([[0, 1], [0, 1], [2, 1]])

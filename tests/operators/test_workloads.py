@@ -21,7 +21,7 @@ def test_grouped_query_attention_divides_the_cache():
 
 def test_decode_step_is_memory_bound_at_batch_one():
     step = decode_step(70e9, kv_cache_bytes(80, 8, 128), context=4096, batch=1)
-    assert step.flops == 140e9 and step.weight_bytes == 140e9
+    assert step.flop == 140e9 and step.weight_bytes == 140e9 and step.n_bytes == 140e9 + step.kv_bytes
     assert step.kv_bytes == pytest.approx(1.25 * 2**30)
     assert step.intensity < 1.0
     assert step.seconds_lower_bound == pytest.approx((140e9 + 1.25 * 2**30) / 4.8e12)

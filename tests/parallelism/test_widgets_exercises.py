@@ -8,7 +8,6 @@ from mlsys_lab.exercises import evaluate
 from mlsys_lab.exercises import parallelism as ex
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import mlp
-from mlsys_lab.parallelism.storage import checkpoint_bytes, goodput
 from mlsys_lab.widgets.parallelism import (
     DDPOverlapExplorer,
     PipelineExplorer,
@@ -91,13 +90,6 @@ def test_checks_pass_right_answers_and_catch_wrong_ones(name, good, bad, capsys)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"✓ {name}:") and lines[1].startswith(f"✗ {name}:")
     assert lines[2] == f"… {name}: not attempted yet"
-
-
-def test_storage_helpers():
-    assert checkpoint_bytes(1e12) == pytest.approx(14e12)
-    assert goodput(1, 3600, 0, 1e12, 0) == pytest.approx(1.0, abs=1e-8)
-    assert goodput(1, 3600, 400, 36000, 600) == pytest.approx(0.9 * (1 - 2400 / 36000))
-
 
 
 def test_evaluate_reports_case_counts():

@@ -10,9 +10,10 @@ from mlsys_lab.validation import relative_error
 
 
 def test_reference_by_hand():
-    # y = x · (scale ⊙ W)ᵀ: x = [1, 2], W rows [1, −1] and [2, 0] with scales 0.5 and 2 → [−0.5, 8]
-    got = int8_weight_matmul_reference(np.array([[1.0, 2.0]]), np.array([[1, -1], [2, 0]], np.int8), np.array([0.5, 2.0]))
-    np.testing.assert_array_equal(got, [[-0.5, 8.0]])
+    # y = x · (scale ⊙ W)ᵀ: x = [1, 2], W rows [1, −1] and [2, 0] with scales 0.5 and 2 → [−0.5, 4]
+    codes = np.array([[1, -1], [2, 0]], np.int8)
+    got = int8_weight_matmul_reference(np.array([[1.0, 2.0]]), codes, np.array([0.5, 2.0]))
+    np.testing.assert_array_equal(got, [[-0.5, 4.0]])
 
 
 @pytest.mark.parametrize("seed", [3, 4])

@@ -77,7 +77,10 @@ def test_blockwise_quantization_keeps_the_absmax_exactly():
 
 
 def test_blockwise_by_hand_and_nf4_round_trip_is_the_blockwise_one():
-    """Levels −1, 0, 1; block [0.2, −2, 0.9, 1.0]: absmax 2, scaled [0.1, −1, 0.45, 0.5] → codes 1, 0, 1, 1 (0.5 ties low)."""
+    """Levels −1, 0, 1; block [0.2, −2, 0.9, 1.0]: absmax 2, scaled [0.1, −1, 0.45, 0.5] → codes 1, 0, 1, 1.
+
+    0.5 sits on the midpoint between the levels 0 and 1: the tie goes to the lower level.
+    """
     levels = np.array([-1.0, 0.0, 1.0])
     codes, absmax = quantize_blockwise(np.array([0.2, -2.0, 0.9, 1.0]), levels, 4)
     np.testing.assert_array_equal(codes, [1, 0, 1, 1])

@@ -7,11 +7,11 @@ from mlsys_lab.hardware import transfer_seconds
 from mlsys_lab.training_memory.weight_compression import (
     break_even_bandwidth,
     compress,
+    compressed_transfer_seconds,
     decompress,
     measure,
     shuffle_bytes,
     to_bfloat16_bits,
-    compressed_transfer_seconds,
     unshuffle_bytes,
 )
 

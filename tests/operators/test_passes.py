@@ -1,87 +1,25 @@
-"""The graph IR and its passes: every pass computes what eager execution computes, on fresh random inputs."""
+"""The graph passes: every pass computes what eager execution computes, on fresh random inputs."""
 
-import numpy as np
 import pytest
 
-from mlsys_lab.backend import asnumpy, xp
 from mlsys_lab.operators import (
     causal_mask,
-    compile_function,
-    compile_graph,
     eliminate_dead_code,
     exp,
     fuse_elementwise,
     fusion_groups,
-    gelu,
-    layernorm,
-    layout,
     matmul,
-    reduce_sum,
+    peak_live_bytes,
     relu,
     reorder_for_memory,
     replace_attention,
     run_eager,
     sigmoid,
     softmax,
-    tanh,
     trace,
     transpose,
 )
-from mlsys_lab.operators.memory_plan import peak_live_bytes
-
-RNG = np.random.default_rng()
-
-
-def randn(*shape):
-    """Fresh random float32 input on the backend (CuPy on a GPU, NumPy otherwise)."""
-    return xp.asarray(RNG.standard_normal(shape, dtype=np.float32))
-
-
-def assert_close(got, expected, rtol=1e-5, atol=1e-6):
-    np.testing.assert_allclose(asnumpy(got), asnumpy(expected), rtol=rtol, atol=atol)
-
-
-def chain(a, b, c):
-    return tanh(a * b + c) * 0.5 + 1.0
-
-
-def attention(q, k, v):
-    return softmax(causal_mask(matmul(q, transpose(k)) * 0.125)) @ v
-
-
-def mlp_block(x, w1, b1, w2, gamma, beta):
-    h = layernorm(x, gamma, beta)
-    return x + gelu(h @ w1 + b1) @ w2
-
-
-def branches(x):
-    a, b, c, d = exp(x), tanh(x), sigmoid(x), relu(x)
-    return reduce_sum(a) + reduce_sum(b) + reduce_sum(c) + reduce_sum(d)
-
-
-def test_trace_records_one_node_per_operator_with_shapes():
-    graph = trace(chain, (4, 8), (4, 8), (8,))
-    ops = [n.op for n in graph.nodes]
-    assert ops == ["input", "input", "input", "mul", "add", "tanh", "const", "mul", "const", "add"]
-    assert graph.node(graph.outputs[0]).shape == (4, 8)
-    assert graph.n_kernels == 5
-
-
-def test_the_same_function_runs_eagerly_on_arrays():
-    a, b, c = randn(4, 8), randn(4, 8), randn(8)
-    assert_close(chain(a, b, c), np.tanh(asnumpy(a) * asnumpy(b) + asnumpy(c)) * 0.5 + 1.0, rtol=1e-6)
-    graph = trace(chain, (4, 8), (4, 8), (8,))
-    assert_close(run_eager(graph, a, b, c), chain(a, b, c), rtol=1e-6)
-
-
-def test_trace_and_run_reject_bad_shapes():
-    with pytest.raises(ValueError, match="matmul needs"):
-        trace(lambda a, b: a @ b, (2, 3), (4, 5))
-    with pytest.raises(ValueError, match="one shape per parameter"):
-        trace(chain, (2, 3))
-    graph = trace(chain, (4, 8), (4, 8), (8,))
-    with pytest.raises(ValueError, match=r"input a must have shape \(4, 8\)"):
-        run_eager(graph, randn(5, 8), randn(4, 8), randn(8))
+from operators.programs import assert_close, branches, chain, mlp_block, randn
 
 
 def test_fusion_makes_one_kernel_equal_to_eager_and_moves_fewer_bytes():
@@ -161,33 +99,3 @@ def test_reorder_lowers_peak_memory_and_keeps_results():
     assert_close(run_eager(reordered, x), run_eager(graph, x), rtol=1e-5)
     position = {n.name: i for i, n in enumerate(reordered.nodes)}
     assert all(position[i] < position[n.name] for n in reordered.nodes for i in n.inputs)
-
-
-def test_compiled_graph_equals_eager_on_mlp_and_attention_blocks():
-    for fn, shapes in (
-        (mlp_block, [(8, 16), (16, 32), (32,), (32, 16), (16,), (16,)]),
-        (attention, [(2, 24, 16)] * 3),
-    ):
-        graph = trace(fn, *shapes)
-        compiled = compile_graph(graph)
-        args = tuple(randn(*s) for s in shapes)
-        assert compiled.n_kernels < graph.n_kernels
-        assert_close(compiled(*args), run_eager(graph, *args), rtol=1e-4, atol=1e-5)
-
-
-def test_shape_guards_recompile_only_when_a_shape_changes():
-    compiled = compile_function(chain)
-    a, b, c = randn(4, 8), randn(4, 8), randn(8)
-    assert_close(compiled(a, b, c), chain(a, b, c), rtol=1e-5)
-    compiled(randn(4, 8), randn(4, 8), randn(8))
-    assert compiled.compile_count == 1
-    out = compiled(randn(6, 8), randn(6, 8), randn(8))
-    assert out.shape == (6, 8) and compiled.compile_count == 2
-    assert compiled.guards()[1] == "a.shape == (6, 8) and b.shape == (6, 8) and c.shape == (8,)"
-
-
-def test_layout_gives_every_tensor_a_position_by_depth():
-    graph = trace(chain, (4, 8), (4, 8), (8,))
-    positions = layout(graph)
-    assert positions["t0"][1] == 0 and positions[graph.outputs[0]][1] == -5
-    assert "t6" not in positions  # constants are drawn inside their user
