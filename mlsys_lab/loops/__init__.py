@@ -1,4 +1,4 @@
-"""Loop transformations as real CPU kernels (numba), their legality, and a small cache model.
+"""Lesson 02, loop transformations: real CPU kernels (numba), their legality, and a small cache model.
 
 * :mod:`.dependence`: distance vectors; legality of interchange, tiling, skewing, fusion, unroll-and-jam.
 * :mod:`.cache_model`: cache misses of a matmul loop nest, by the textbook formula and by simulation

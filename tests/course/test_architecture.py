@@ -26,13 +26,13 @@ MAX_LINES = 400
 # Names that two library modules define on purpose, with the reason.
 _ENGINES = ("an operator of two engines: the graph IR's traced op (operators.functional) and the autodiff "
             "engine's tape op (training_memory.autodiff), both named as NumPy names it; nn holds the array version")
+_TENSOR_COLLECTIVE = ("lesson 08's tensor interface (an axis, a CommLog) over lesson 07's simulated collective "
+                      "of the same name, which it calls")
 SAME_NAME_ON_PURPOSE: dict[str, str] = {
     "main": "the entry point of each module run as `python -m` (runners under mpiexec, the command line)",
     "matmul": _ENGINES, "relu": _ENGINES, "tanh": _ENGINES, "mse_loss": _ENGINES, "gelu": _ENGINES,
     "softmax": _ENGINES,
-    "all_gather": "lesson 08's tensor interface (an axis, a CommLog) over lesson 07's simulated collective of that name",
-    "all_to_all": "lesson 08's tensor interface (an axis, a CommLog) over lesson 07's simulated collective of that name",
-    "reduce_scatter": "lesson 08's tensor interface (an axis, a CommLog) over lesson 07's simulated collective of that name",
+    "all_gather": _TENSOR_COLLECTIVE, "all_to_all": _TENSOR_COLLECTIVE, "reduce_scatter": _TENSOR_COLLECTIVE,
 }
 
 

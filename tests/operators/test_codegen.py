@@ -1,10 +1,10 @@
 """Does the generated fused kernel read each input once, keep intermediates in registers, and compute the chain?"""
 
 import numpy as np
+from operators.programs import assert_close, chain, randn
 
 from mlsys_lab.backend import asnumpy
 from mlsys_lab.operators import fuse_elementwise, trace
-from operators.programs import assert_close, chain, randn
 
 
 def test_generated_cpu_loop_computes_the_chain_in_one_pass():

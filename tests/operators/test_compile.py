@@ -1,7 +1,8 @@
 """Does a compiled plan compute what the interpreter computes, and recompile only when a shape changes?"""
 
-from mlsys_lab.operators import compile_function, compile_graph, run_eager, trace
 from operators.programs import assert_close, attention, chain, mlp_block, randn
+
+from mlsys_lab.operators import compile_function, compile_graph, run_eager, trace
 
 
 def test_compiled_graph_equals_eager_on_mlp_and_attention_blocks():

@@ -1,9 +1,9 @@
 """Does the interpreter run any graph node by node, and refuse inputs of the wrong shape?"""
 
 import pytest
+from operators.programs import assert_close, chain, randn
 
 from mlsys_lab.operators import RunStats, run_eager, trace
-from operators.programs import assert_close, chain, randn
 
 
 def test_eager_runs_one_kernel_per_operator():

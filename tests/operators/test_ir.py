@@ -1,9 +1,9 @@
 """Does tracing record one node per operator, with shapes, and lay the graph out by depth?"""
 
 import pytest
+from operators.programs import chain
 
 from mlsys_lab.operators import layout, trace
-from operators.programs import chain
 
 
 def test_trace_records_one_node_per_operator_with_shapes():

@@ -1,6 +1,7 @@
 """The graph passes: every pass computes what eager execution computes, on fresh random inputs."""
 
 import pytest
+from operators.programs import assert_close, branches, chain, mlp_block, randn
 
 from mlsys_lab.operators import (
     causal_mask,
@@ -19,7 +20,6 @@ from mlsys_lab.operators import (
     trace,
     transpose,
 )
-from operators.programs import assert_close, branches, chain, mlp_block, randn
 
 
 def test_fusion_makes_one_kernel_equal_to_eager_and_moves_fewer_bytes():

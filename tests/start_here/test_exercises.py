@@ -33,4 +33,5 @@ def test_tensor_bytes_check_draws_only_the_formats_the_exercise_lists(capsys, mo
     listed = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
     for seed in range(20):
         monkeypatch.setenv("MLSYS_LAB_CHECK_SEED", str(seed))
-        assert verdict(capsys, check_tensor_bytes, lambda shape, dtype: math.prod(shape) * listed[dtype]).startswith("✓")
+        line = verdict(capsys, check_tensor_bytes, lambda shape, dtype: math.prod(shape) * listed[dtype])
+        assert line.startswith("✓"), (seed, line)

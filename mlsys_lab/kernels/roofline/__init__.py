@@ -1,4 +1,6 @@
-"""Lesson 03's kernels: the Little's-law bandwidth sweep.
+"""Lesson 03's kernels: the Little's-law microbenchmarks.
 
-* :mod:`.littles_law`: Launchers for the Little's-law microbenchmarks in ``roofline/littles_law.cu``.
+* :mod:`.littles_law`: launchers for ``roofline/littles_law.cu``: a pointer chase (latency of one load), loads
+  in flight against bandwidth, and chains of FP32 FMAs and tensor-core MMAs in flight against throughput, each
+  with its NumPy reference. The law itself is :mod:`mlsys_lab.roofline.littles_law`.
 """
