@@ -8,7 +8,7 @@ GPU datasheets count).
     format_bytes(1.5e9)              # '1.5 GB'
     format_seconds(4.56e-3)          # '4.56 ms'
     format_duration(5 * 86400)       # '5 days'
-    format_rate(4.8e12, "B/s")       # '4.8 TB/s'
+    format_si(4.8e12, "B/s")         # '4.8 TB/s'
 """
 
 from __future__ import annotations
@@ -54,12 +54,12 @@ def format_duration(seconds: float) -> str:
     return f"{s:.3g} s"
 
 
-def format_rate(per_second: float, unit: str) -> str:
-    """A rate with an SI prefix: ``format_rate(4.8e12, "B/s")`` -> '4.8 TB/s'.
+def format_si(value: float, unit: str) -> str:
+    """A count or a rate with an SI prefix: ``format_si(4.8e12, "B/s")`` -> '4.8 TB/s'.
 
-    ``format_rate(9.9e14, "FLOP/s")`` -> '990 TFLOP/s'.
+    ``format_si(9.9e14, "FLOP/s")`` -> '990 TFLOP/s'; ``format_si(2.1e9, "FLOP")`` -> '2.1 GFLOP'.
     """
-    value = check_number("per_second", per_second)
+    value = check_number("value", value)
     for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= scale:
             return f"{value / scale:.3g} {prefix}{unit}"

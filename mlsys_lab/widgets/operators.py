@@ -25,7 +25,7 @@ from mlsys_lab.operators import (
 )
 from mlsys_lab.operators.measure import attention_block, elementwise_chain
 from mlsys_lab.roofline import attainable_flops, roofline_curve
-from mlsys_lab.units import format_seconds
+from mlsys_lab.units import format_seconds, format_si
 from mlsys_lab.widgets.base import Explorer
 
 CLASS_COLOURS = {
@@ -36,13 +36,6 @@ CLASS_COLOURS = {
     "input": "#bbbbbb",
     "const": "#dddddd",
 }
-
-
-def _si(value: float, unit: str) -> str:
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
 
 class OperatorExplorer(Explorer):
@@ -109,8 +102,8 @@ class OperatorExplorer(Explorer):
         cost, hw, dtype = result["selected"], result["hw"], result["dtype"]
         return {
             "shape": cost.shape_text,
-            "FLOPs": _si(cost.flop, "FLOP"),
-            "bytes moved": _si(cost.n_bytes, "B"),
+            "FLOPs": format_si(cost.flop, "FLOP"),
+            "bytes moved": format_si(cost.n_bytes, "B"),
             "intensity": f"{cost.intensity:.3g} FLOP/B",
             "class": cost.op_class,
             "bound": bound(cost, hw, dtype),
@@ -209,8 +202,8 @@ class PassExplorer(Explorer):
         for key in ("before", "after"):
             graph = result[key]
             rows[f"{key}: kernels"] = str(graph.n_kernels)
-            rows[f"{key}: bytes moved"] = _si(graph.bytes_moved(), "B")
-            rows[f"{key}: peak live"] = _si(lower_bound_bytes(liveness(graph)), "B")
+            rows[f"{key}: bytes moved"] = format_si(graph.bytes_moved(), "B")
+            rows[f"{key}: peak live"] = format_si(lower_bound_bytes(liveness(graph)), "B")
         return rows
 
 

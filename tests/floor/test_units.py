@@ -7,8 +7,8 @@ from mlsys_lab.units import (
     bytes_per_element,
     format_bytes,
     format_duration,
-    format_rate,
     format_seconds,
+    format_si,
 )
 
 
@@ -26,6 +26,8 @@ def test_formatters():
     assert format_seconds(2.5) == "2.5 s" and format_seconds(3e-9) == "3 ns"
     assert format_duration(5 * 86400) == "5 days" and format_duration(3 * 3600) == "3 h"
     assert format_duration(90) == "1.5 min" and format_duration(30) == "30 s"
-    assert format_rate(4.8e12, "B/s") == "4.8 TB/s" and format_rate(9.895e14, "FLOP/s") == "990 TFLOP/s"
+    assert format_si(4.8e12, "B/s") == "4.8 TB/s" and format_si(9.895e14, "FLOP/s") == "990 TFLOP/s"
+    assert format_si(2.1e9, "FLOP") == "2.1 GFLOP" and format_si(3.2e15, "FLOP") == "3.2 PFLOP"
+    assert format_si(12, "B") == "12 B"
     with pytest.raises(ValueError, match="seconds"):
         format_duration(-1)
