@@ -1,10 +1,11 @@
 """How long does grading a class take? Build 30 submissions of one lesson and grade them.
 
-    python benchmarks/grade_30.py                       # 00_start_here, 30 submissions, one job per core
-    python benchmarks/grade_30.py --reference notebooks/03_roofline.ipynb --n 60 --jobs 4
+    python benchmarks/grade_30.py                       # 03_roofline (3 exercises), 30 submissions, one job per core
+    python benchmarks/grade_30.py --reference notebooks/00_start_here.ipynb --n 60 --jobs 4
 
-Every submission attempts every exercise (a solved, a wrong or a crashing answer in turn), so no
-exercise is short-cut as "not attempted" and every one runs through nbval in its own kernel. The
+Every submission attempts every exercise (a solved, a wrong, a crashing or a forging answer in turn: the
+forger prints ✓ lines and tries to reach the checks), so no exercise is short-cut as "not attempted" and
+every one runs through nbval in a confined worker kernel, its check in the grading process. The
 script checks the scores it gets against the ones it planted, then prints the wall-clock time and
 the CPU time of all processes involved (grader, pytest, kernels): on a busy machine the wall-clock
 time grows, while CPU seconds / cores is what an otherwise idle machine would need.
@@ -25,15 +26,20 @@ from mlsys_lab.course.grade import default_jobs, grade, load_reference
 from mlsys_lab.course.notebook_cells import STUB_LINES
 from mlsys_lab.course.student import student_version
 
-ANSWERS = ("solved", "wrong", "raises")
+ANSWERS = ("solved", "wrong", "raises", "forges")
+FORGER = """try:
+    import mlsys_lab.exercises
+except ImportError:
+    print("✓ all good")
+"""
 
 
 def answer(reference_source: str, stub: str, kind: str) -> str:
     """The exercise cell a learner of this kind would hand in."""
     if kind == "solved":
         return reference_source
-    replacement = "return None" if kind == "wrong" else 'raise ValueError("not like this")'
-    return stub.replace(STUB_LINES[1], replacement)
+    replacement = 'raise ValueError("not like this")' if kind == "raises" else "return None"
+    return (FORGER if kind == "forges" else "") + stub.replace(STUB_LINES[1], replacement)
 
 
 def cpu_seconds() -> float:
@@ -44,7 +50,7 @@ def cpu_seconds() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", type=Path, default=Path("notebooks/00_start_here.ipynb"))
+    parser.add_argument("--reference", type=Path, default=Path("notebooks/03_roofline.ipynb"))
     parser.add_argument("--n", type=int, default=30, help="number of submissions")
     parser.add_argument("--jobs", type=int, default=default_jobs())
     parser.add_argument("--timeout", type=float, default=30.0)
@@ -71,7 +77,10 @@ def main() -> None:
         seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
     got = [r.score for r in results]
     if got != expected:
-        raise SystemExit(f"scores differ from the planted answers: got {got}, expected {expected}")
+        wrong = [f"{r.submission}: {[e.message for e in r.exercises.values()]}"
+                 for r, want in zip(results, expected, strict=True) if r.score != want]
+        raise SystemExit(f"scores differ from the planted answers: got {got}, expected {expected}\n"
+                         + "\n".join(wrong))
     n_runs = args.n * len(reference.exercises)
     print(f"graded {args.n} submissions × {len(reference.exercises)} exercises of {args.reference.name} "
           f"({n_runs} graded exercises, {args.jobs} jobs) in {seconds:.1f} s: "

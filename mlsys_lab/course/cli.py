@@ -14,23 +14,25 @@ import sys
 from pathlib import Path
 
 from mlsys_lab.course.execute import notebook_paths
-from mlsys_lab.course.grade import SubmissionResult, default_jobs, grade
+from mlsys_lab.course.grade import DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, SubmissionResult, default_jobs, grade
 from mlsys_lab.course.student import write_student_versions
 
 
 def write_csv(results: list[SubmissionResult], path: Path) -> None:
-    """The class table: one row per submission, 1/0 per exercise, then score and max_score."""
+    """The class table: one row per submission, 1/0 per exercise, score, max_score, and library answers used."""
     names = list(results[0].exercises) if results else []
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", *names, "score", "max_score"])
+        writer.writerow(["submission", *names, "score", "max_score", "flags"])
         for r in results:
             passed = (int(r.exercises[n].passed) for n in names)
-            writer.writerow([r.submission, *passed, r.score, r.max_score])
+            flags = "; ".join(f"{n}: {r.exercises[n].flag}" for n in names if r.exercises[n].used)
+            writer.writerow([r.submission, *passed, r.score, r.max_score, flags])
 
 
 def format_table(results: list[SubmissionResult]) -> str:
-    """A plain-text table (✓/✗ per exercise, score) followed by the reason for every lost point."""
+    """A plain-text table (✓/✗ per exercise, ``!`` when a library answer was used, score), then the reasons
+    for every lost point and every flag."""
     if not results:
         return "no submissions"
     names = list(results[0].exercises)
@@ -39,12 +41,16 @@ def format_table(results: list[SubmissionResult]) -> str:
     header = (n.ljust(w) for n, w in zip(names, widths, strict=True))
     lines = ["  ".join(["submission".ljust(width), *header, "score"])]
     for r in results:
-        marks = (("✓" if r.exercises[n].passed else "✗").ljust(w) for n, w in zip(names, widths, strict=True))
+        marks = ((("✓" if r.exercises[n].passed else "✗") + ("!" if r.exercises[n].used else "")).ljust(w)
+                 for n, w in zip(names, widths, strict=True))
         lines.append("  ".join([r.submission.ljust(width), *marks, f"{r.score}/{r.max_score}"]))
     failures = [f"  {r.submission} · {n}: {e.message}" for r in results for n, e in r.exercises.items()
                 if not e.passed]
     if failures:
         lines += ["", "points lost:", *failures]
+    flagged = [f"  {r.submission} · {n}: {e.flag}" for r in results for n, e in r.exercises.items() if e.used]
+    if flagged:
+        lines += ["", "library answers used (!):", *flagged]
     return "\n".join(lines)
 
 
@@ -70,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     grader.add_argument("--jobs", type=int, default=None, help=f"parallel kernels (default {default_jobs()})")
     grader.add_argument("--context", choices=["slice", "all"], default="slice",
                         help="cells run before each exercise: those it needs (slice) or all earlier ones")
+    grader.add_argument("--cpu-seconds", type=float, default=DEFAULT_CPU_SECONDS, metavar="S",
+                        help=f"CPU seconds per exercise in the worker, 0: none (default {DEFAULT_CPU_SECONDS:g})")
+    grader.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
+                        help=f"address space of a worker kernel, 0: none (default {DEFAULT_MEMORY_MB})")
     grader.add_argument("--keep", type=Path, metavar="DIR", help="keep the graded notebooks and logs in DIR")
 
     args = parser.parse_args(argv)
@@ -83,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.jobs is not None and args.jobs < 1:
             parser.error(f"--jobs must be >= 1, got {args.jobs}")
         results = grade(_submission_paths(args.submissions), args.reference, timeout_s=args.timeout,
-                        jobs=args.jobs, context=args.context, keep=args.keep, show_progress=not args.json)
+                        jobs=args.jobs, context=args.context, keep=args.keep, show_progress=not args.json,
+                        cpu_seconds=args.cpu_seconds, memory_mb=args.memory_mb)
     except (ValueError, FileNotFoundError) as exc:
         print(f"mlsys-lab {args.command}: {exc}", file=sys.stderr)
         return 2

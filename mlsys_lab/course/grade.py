@@ -1,25 +1,25 @@
 """Grade submissions against the reference notebook, through nbval (``mlsys-lab grade``).
 
-Trust nothing in a submission but the source of its exercise cells:
+Trust nothing in a submission but the source of its exercise cells, and let no code of it near a verdict:
 
 1. The reference (the instructor's executed notebook) names the exercises: each exercise cell
-   (solution markers) and the check cell after it, whose stored output is the ✓ verdict line.
+   (solution markers) and the check cell after it (``from mlsys_lab.exercises.<lesson> import check_<name>``).
 2. From a submission, only the source of the cell defining each exercise's function is taken
    (found by its ``def`` line; the submission's metadata, check cells and outputs are never read).
-3. For each submission a *graded notebook* is built from the reference, one segment per attempted
-   exercise: a setup cell, the reference cells the exercise needs
-   (:mod:`mlsys_lab.course.dependencies`), the submitted exercise cell, and the reference's check
-   cell with its stored ✓ output. An exercise left as the stub is "not attempted" without running.
-4. nbval runs the graded notebooks with a per-cell timeout, comparing each check cell's output with
-   the reference's ✓ line; the plugin :mod:`mlsys_lab.course.nbval_report` records every cell and
-   starts a fresh kernel at the next segment when an exercise killed or hung the kernel. So an
-   infinite loop, a crash of the kernel, ``sys.exit`` or a syntax error fails that exercise only.
-   Notebooks are spread over ``jobs`` pytest processes.
+3. For each submission a *graded notebook* is written alone in a fresh folder, one segment per attempted
+   exercise: a setup cell (arms the worker's guards, starts the exercise's CPU budget), the reference
+   cells the exercise needs (:mod:`mlsys_lab.course.dependencies`), the submitted exercise cell, and a
+   *serve* cell in place of the check: ``serve("<lesson>", "<exercise>", <function>)``.
+4. nbval runs the graded notebooks (``jobs`` pytest processes). Each kernel is a confined worker
+   (:mod:`mlsys_lab.course.worker`: Landlock, memory and CPU limits, no child processes) holding one end
+   of a socket pair; the plugin :mod:`mlsys_lab.course.nbval_report` holds the other and, while a serve
+   cell runs, runs the lesson's check in the pytest process (:mod:`mlsys_lab.course.checks`): cases and
+   expected values never enter the worker, only plain data crosses (:mod:`mlsys_lab.course.wire`), and the
+   verdict is the check's own ``Verdict`` object. It restarts a killed or hung kernel at the next segment,
+   so a crash, an exit, an endless loop or a limit fails that exercise only.
 
-An exercise passes when its cell runs without error and its check prints exactly the reference's
-verdict (lines the learner's code prints itself are ignored: only verdict lines are compared).
-Known limit: the learner's code runs in the same process as the check, so code written to patch
-the checker could fake a pass; grading guards against edited cells, outputs and metadata.
+An exercise passes when its cell ran without error and the check, run in the grading process, passed.
+Nothing the learner's code prints is read.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from nbformat import NotebookNode
 from tqdm.auto import tqdm
 
 from mlsys_lab.course.dependencies import needed_cells
-from mlsys_lab.course.nbval_report import SEGMENT_KEY
+from mlsys_lab.course.nbval_report import SEGMENT_KEY, SERVE_KEY
 from mlsys_lab.course.notebook_cells import (
     Exercise,
     defines_function,
@@ -48,24 +48,34 @@ from mlsys_lab.course.notebook_cells import (
     replace_solutions,
     stdout_text,
 )
+from mlsys_lab.course.worker import LIBRARY_ANSWERS
 from mlsys_lab.exercises import PASS, TODO
 
-# nbval compares the check cell's stdout after this substitution on both sides: everything but
-# verdict lines (✓ ✗ …) is dropped, so a learner's debugging print does not cost the point.
-# (Written in ASCII: nbval reads the file in the locale's encoding.)
-VERDICT_ONLY = "regex: (?m)^(?![\\u2713\\u2717\\u2026] ).*(?:\\n|$)\nreplace: \n"
 NBVAL_MARKER = re.compile(r"^\s*#+\s*(NBVAL_\w+|PYTEST_VALIDATE_IGNORE_OUTPUT)\s*$")
+CHECK_IMPORT = re.compile(r"from\s+mlsys_lab\.exercises\.(\w+)\s+import")
 SETUP_CELL = """# NBVAL_IGNORE_OUTPUT
-import os as _os, warnings as _warnings
-_os.chdir({cwd!r})
+import warnings as _warnings
+from mlsys_lab.course.worker import start_segment as _start_segment
 _warnings.simplefilter("ignore")
-del _os, _warnings"""
+_start_segment()
+del _warnings, _start_segment"""
+SERVE_CELL = """from mlsys_lab.course.worker import serve
+serve({lesson!r}, {exercise!r}, {function})"""
+DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB = 60.0, 4096
+KERNEL_START_S = 300  # a kernel's start-up is not the learner's time: wait long on a loaded machine
 
 
 @dataclass(frozen=True)
 class ExerciseResult:
     passed: bool
     message: str
+    # Lesson functions that answer this exercise and that the submission called or names
+    # ("mlsys_lab.fault_tolerance.reliability.expected_goodput"): flagged, not failed (README, instructor guide).
+    used: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        return "; ".join(f"used `{name}`" for name in self.used)
 
 
 @dataclass
@@ -83,7 +93,7 @@ class SubmissionResult:
 
     def to_json(self) -> dict:
         return {"submission": self.submission, "score": self.score, "max_score": self.max_score,
-                "exercises": {name: {"passed": r.passed, "message": r.message}
+                "exercises": {name: {"passed": r.passed, "message": r.message, "used": list(r.used)}
                               for name, r in self.exercises.items()}}
 
 
@@ -149,12 +159,27 @@ def exercise_segment(reference: Reference, sources: dict[str, str], exercise: Ex
     chosen = needed_cells(sources_in_order, target, readers, learner_cells)
     if context == "all":  # every reference cell before it; other learner cells still only when needed
         chosen = sorted(set(chosen) | {p for p in range(target) if p not in learner_cells})
-    setup = SETUP_CELL.format(cwd=str(reference.path.parent.resolve()))
-    cells = [nbformat.v4.new_code_cell(setup, metadata={SEGMENT_KEY: exercise.name})]
+    cells = [nbformat.v4.new_code_cell(SETUP_CELL, metadata={SEGMENT_KEY: exercise.name})]
     cells += [nbformat.v4.new_code_cell(sources_in_order[p], metadata=dict(ref_cells[code[p]].metadata))
               for p in [*chosen, target]]
-    cells.append(nbformat.from_dict(ref_cells[exercise.check_cell]))
+    cells.append(serve_cell(reference, exercise))
     return cells
+
+
+def lesson_of(reference: Reference, exercise: Exercise) -> str:
+    """The check module's lesson slug, read from the reference's check cell import."""
+    match = CHECK_IMPORT.search(reference.nb.cells[exercise.check_cell].source)
+    if match is None:
+        raise ValueError(f"reference {reference.path}: check cell {exercise.check_cell} does not import "
+                         f"check_{exercise.name} from mlsys_lab.exercises.<lesson>")
+    return match.group(1)
+
+
+def serve_cell(reference: Reference, exercise: Exercise) -> NotebookNode:
+    """The cell that replaces the check: the worker answers the grader's calls of the learner's function."""
+    lesson = lesson_of(reference, exercise)
+    source = SERVE_CELL.format(lesson=lesson, exercise=exercise.name, function=exercise.function_name)
+    return nbformat.v4.new_code_cell(source, metadata={SERVE_KEY: {"lesson": lesson, "exercise": exercise.name}})
 
 
 def graded_notebook(reference: Reference, sources: dict[str, str], exercises: list[Exercise],
@@ -173,14 +198,13 @@ def graded_notebook(reference: Reference, sources: dict[str, str], exercises: li
 
 
 def _run_nbval(paths: list[Path], workdir: Path, timeout_s: float, jobs: int,
-               check_cells: dict[str, set[int]], show_progress: bool) -> list[dict]:
+               check_cells: dict[str, set[int]], show_progress: bool,
+               cpu_seconds: float = DEFAULT_CPU_SECONDS, memory_mb: int = DEFAULT_MEMORY_MB) -> list[dict]:
     """Run nbval over the notebooks in ``jobs`` pytest processes; return the per-cell records.
 
     ``check_cells`` (notebook name -> check cell numbers) drives the progress bar: one step per check.
     """
     (workdir / "pytest.ini").write_text("[pytest]\n")
-    sanitize = workdir / "verdict_only.cfg"
-    sanitize.write_text(VERDICT_ONLY, encoding="ascii")
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     procs = []
     for job in range(min(jobs, len(paths))):
@@ -189,8 +213,9 @@ def _run_nbval(paths: list[Path], workdir: Path, timeout_s: float, jobs: int,
         command = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin", "-p", "no:cacheprovider",
                    "-p", "mlsys_lab.course.nbval_report", "-c", str(workdir / "pytest.ini"),
                    "--rootdir", str(workdir), "--nbval-lax", "--nbval-current-env",
-                   f"--nbval-cell-timeout={timeout_s}", f"--nbval-sanitize-with={sanitize}",
-                   f"--grading-report={report}", *map(str, paths[job::jobs])]
+                   f"--nbval-cell-timeout={timeout_s}", f"--nbval-kernel-startup-timeout={KERNEL_START_S}",
+                   f"--grading-report={report}", f"--grading-cpu-seconds={cpu_seconds}",
+                   f"--grading-memory-mb={memory_mb}", *map(str, paths[job::jobs])]
         log = open(workdir / f"pytest_{job}.log", "w")
         procs.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), report, log))
     total = sum(len(cells) for cells in check_cells.values())
@@ -217,25 +242,38 @@ def _timeout_text(message: str, timeout_s: float) -> str:
     return message
 
 
-def _exercise_result(name: str, expected: str, ex_record: dict | None, check_record: dict | None,
-                     timeout_s: float) -> ExerciseResult:
-    """An exercise's result from the records of its submitted cell and its check cell.
+def library_answers_named(source: str, exercise: str) -> list[str]:
+    """The answering lesson functions (``worker.LIBRARY_ANSWERS``) whose name the submitted cell contains."""
+    found = []
+    for target in LIBRARY_ANSWERS.get(exercise, ()):
+        module, name = target.split(":")
+        if re.search(rf"(?:\.|\bimport\s+|\bimport\s.*,\s*){re.escape(name)}\b", source):  # not the learner's def
+            found.append(f"{module}.{name}")
+    return found
 
-    ``expected`` is the reference's verdict line, for the message when a ✓ line differs from it.
+
+def _exercise_result(ex_record: dict | None, serve_record: dict | None, timeout_s: float,
+                     named: list[str] = ()) -> ExerciseResult:
+    """An exercise's result from the records of its submitted cell and its serve cell.
+
+    The verdict is the one the check computed in the grading process (``serve_record["verdict"]``);
+    what the cells printed is never read.
     """
-    if ex_record is None or check_record is None:
+    if ex_record is None:
         return ExerciseResult(False, "grading did not finish this exercise")
     if not ex_record["passed"]:
         return ExerciseResult(False, f"exercise cell: {_timeout_text(ex_record['message'], timeout_s)}")
-    verdicts = [line for line in check_record["stdout"].splitlines() if line[:1] in "✓✗…"]
-    if check_record["passed"]:
-        return ExerciseResult(True, verdicts[-1] if verdicts else f"{PASS} {name}")
-    if verdicts and not verdicts[-1].startswith(PASS):
-        return ExerciseResult(False, verdicts[-1])
-    if verdicts:  # a ✓ line that is not the reference's: the checks changed since the reference ran
-        return ExerciseResult(False, f"the check printed '{verdicts[-1]}', the reference "
-                              f"'{expected}': re-execute the reference")
-    return ExerciseResult(False, f"check cell: {_timeout_text(check_record['message'], timeout_s)}")
+    if serve_record is None:
+        return ExerciseResult(False, "grading did not finish this exercise")
+    verdict = serve_record.get("verdict")
+    used = tuple(sorted(set(serve_record.get("used") or ()) | set(named)))
+    flag = "".join(f" · used `{name}`" for name in used)
+    if not serve_record["passed"]:  # the function crashed, hung or hit a limit while answering
+        return ExerciseResult(False, f"check: {_timeout_text(serve_record['message'], timeout_s)}{flag}", used)
+    if verdict is None:
+        return ExerciseResult(False, f"check: {serve_record.get('why') or 'no verdict'}{flag}", used)
+    hint = " (the memory limit of a worker; --memory-mb)" if "raised MemoryError" in verdict["line"] else ""
+    return ExerciseResult(bool(verdict["passed"]), f"{verdict['line']}{hint}{flag}", used)
 
 
 def default_jobs() -> int:
@@ -261,38 +299,46 @@ def _plan(path: Path, reference: Reference, result: SubmissionResult) -> dict[st
 
 
 def grade(submissions: list[Path], reference_path: Path, timeout_s: float = 30.0, jobs: int | None = None,
-          context: str = "slice", keep: Path | None = None,
-          show_progress: bool = False) -> list[SubmissionResult]:
+          context: str = "slice", keep: Path | None = None, show_progress: bool = False,
+          cpu_seconds: float = DEFAULT_CPU_SECONDS, memory_mb: int = DEFAULT_MEMORY_MB) -> list[SubmissionResult]:
     """Grade every submission against the reference; one :class:`SubmissionResult` per submission.
 
-    Each submission becomes one graded notebook (its attempted exercises, one segment each), run by
-    nbval in one kernel that is replaced whenever an exercise kills or hangs it.
+    Each submission becomes one graded notebook (its attempted exercises, one segment each), alone in
+    its own folder, run by nbval in one confined worker kernel that is replaced whenever an exercise
+    kills or hangs it. ``timeout_s`` is wall-clock seconds per cell; ``cpu_seconds`` CPU seconds per
+    exercise and ``memory_mb`` the worker's address space (0: no limit).
     """
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+    if cpu_seconds < 0 or memory_mb < 0:
+        raise ValueError(f"cpu_seconds and memory_mb must be >= 0 (0: no limit), got {cpu_seconds}, {memory_mb}")
     reference = load_reference(Path(reference_path))
     results = [SubmissionResult(str(s)) for s in submissions]
     graded: list[tuple[SubmissionResult, Path, dict[str, tuple[int, int]]]] = []
+    sources_of: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="mlsys_lab_grade_") as tmp:
         workdir = Path(keep) if keep else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         for number, (path, result) in enumerate(zip(submissions, results, strict=True)):
             sources = _plan(Path(path), reference, result)
+            sources_of[result.submission] = sources
             to_run = [ex for ex in reference.exercises if sources and ex.name not in result.exercises]
             if to_run:
                 nb, positions = graded_notebook(reference, sources, to_run, context)
-                target = workdir / f"submission_{number:03d}.ipynb"
+                folder = workdir / f"submission_{number:03d}"  # the worker sees this folder only
+                folder.mkdir()
+                target = folder / f"submission_{number:03d}.ipynb"
                 nbformat.write(nb, target)
                 graded.append((result, target, positions))
         check_cells = {target.name: {c for _, c in positions.values()} for _, target, positions in graded}
         records = _run_nbval([target for _, target, _ in graded], workdir, timeout_s, jobs or default_jobs(),
-                             check_cells, show_progress) if graded else []
+                             check_cells, show_progress, cpu_seconds, memory_mb) if graded else []
     by_cell = {(r["notebook"], r["cell"]): r for r in records}
-    expected = {ex.name: stdout_text(reference.nb.cells[ex.check_cell]).strip() for ex in reference.exercises}
     for result, target, positions in graded:
         for name, (ex_cell, check_cell) in positions.items():
             records_of = (by_cell.get((target.name, ex_cell)), by_cell.get((target.name, check_cell)))
-            result.exercises[name] = _exercise_result(name, expected[name], *records_of, timeout_s)
+            named = library_answers_named(sources_of[result.submission].get(name) or "", name)
+            result.exercises[name] = _exercise_result(*records_of, timeout_s, named)
     for result in results:  # exercises in the reference's order
         result.exercises = {ex.name: result.exercises[ex.name] for ex in reference.exercises}
     return results

@@ -12,11 +12,20 @@ keeps only verdict lines there). Three additions make nbval safe for untrusted c
   a second instead of after the whole cell timeout (nbval waits for a reply that never comes);
 - a watchdog kills the kernel process when a cell outlives its timeout by ``HARD_LIMIT_GRACE_S``
   (code that ignores the interrupt nbval sends would otherwise hold the grader forever).
+
+And it makes nbval's kernels graded workers: each kernel is started by :mod:`mlsys_lab.course.worker`
+(confined, with limits) and inherits one end of a fresh socket pair; while a cell marked ``SERVE_KEY``
+runs, a thread of this (trusted) process runs the exercise's check over the other end
+(:func:`mlsys_lab.course.checks.run_check`) and the record carries the verdict it computed.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import sys
 import threading
 import time
 from queue import Empty
@@ -25,6 +34,8 @@ import pytest
 from nbformat import NotebookNode
 
 SEGMENT_KEY = "mlsys_lab_segment"  # metadata key the grader puts on the first cell of each exercise
+SERVE_KEY = "mlsys_lab_serve"  # metadata of a serve cell: {"lesson": slug, "exercise": name}
+CHECK_GRACE_S = 2.0  # how long the check may go on after its serve cell ended (it then gets no answers)
 
 POLL_S = 0.25
 HARD_LIMIT_GRACE_S = 1.0
@@ -46,8 +57,7 @@ def _await_reply(self, msg_id: str, timeout: float | None = None) -> None:
         except Empty:
             if not self.is_alive():
                 self.kc.stop_channels()
-                raise KernelDied("the kernel died while running this cell "
-                                 "(a crash, os._exit, or the process was killed)") from None
+                raise KernelDied(_death(self.km)) from None
             continue
         if msg["parent_header"].get("msg_id") == msg_id:
             if msg["content"]["status"] == "aborted":
@@ -58,8 +68,48 @@ def _await_reply(self, msg_id: str, timeout: float | None = None) -> None:
             return
 
 
+def _death(manager) -> str:
+    """Why the kernel process ended, from its exit status (a CPU limit shows as SIGXCPU)."""
+    process = getattr(getattr(manager, "provisioner", None), "process", None)
+    code = process.poll() if process is not None else None
+    if code == -signal.SIGXCPU:
+        seconds = f'{float(os.environ.get("MLSYS_LAB_CPU_SECONDS", "nan")):g}'
+        return f"CPU time limit exceeded ({seconds} s of CPU per exercise; --cpu-seconds)"
+    return "the kernel died while running this cell (a crash, os._exit, or the process was killed)"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--grading-report", default=None, help="JSON-lines file for per-cell results")
+    parser.addoption("--grading-cpu-seconds", type=float, default=60.0, help="CPU seconds per exercise")
+    parser.addoption("--grading-memory-mb", type=int, default=4096, help="address space of a worker, MB")
+
+
+def _start_worker(startup_timeout: float = 60, kernel_name: str = "python", **kwargs):
+    """nbval's start_new_kernel, launching :mod:`mlsys_lab.course.worker` with one end of a socket pair."""
+    from jupyter_client import KernelManager
+    from nbval.kernel import NbvalKernelspecManager
+
+    class WorkerSpecs(NbvalKernelspecManager):
+        def get_kernel_spec(self, name):
+            spec = super().get_kernel_spec(name)
+            spec.argv = [sys.executable, "-m", "mlsys_lab.course.worker", "-f", "{connection_file}"]
+            return spec
+
+    ours, theirs = socket.socketpair()
+    env = {**os.environ, "MLSYS_LAB_GRADING_FD": str(theirs.fileno()), "MALLOC_ARENA_MAX": "2"}
+    manager = KernelManager(kernel_name=kernel_name, kernel_spec_manager=WorkerSpecs())
+    manager.start_kernel(env=env, pass_fds=(theirs.fileno(),), **kwargs)
+    theirs.close()
+    manager.grading_socket = ours
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=startup_timeout)
+    except RuntimeError:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+        raise
+    return manager, client
 
 
 def _stdout_only(outputs: list) -> list:
@@ -68,10 +118,14 @@ def _stdout_only(outputs: list) -> list:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--grading-report"):
+        import nbval.kernel
         from nbval.kernel import RunningKernel
         from nbval.plugin import IPyNbCell
 
         RunningKernel.await_reply = _await_reply
+        nbval.kernel.start_new_kernel = _start_worker
+        os.environ["MLSYS_LAB_CPU_SECONDS"] = str(config.getoption("--grading-cpu-seconds"))
+        os.environ["MLSYS_LAB_MEMORY_MB"] = str(config.getoption("--grading-memory-mb"))
         compare = IPyNbCell.compare_outputs
 
         def compare_stdout(self, test, ref, skip_compare=None):
@@ -101,7 +155,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return  # not grading, or not a segment start
     if notebook.kernel is None:
         return  # the first cell: nbval starts the first kernel itself
-    healthy = notebook.kernel.is_alive() and not getattr(notebook.kernel, "exit_requested", False)
+    healthy = (notebook.kernel.is_alive() and not getattr(notebook.kernel, "exit_requested", False)
+               and not getattr(notebook.kernel.km, "grading_broken", False))
     if healthy and not notebook.timed_out:
         return
     old = notebook.kernel
@@ -134,11 +189,54 @@ def pytest_runtest_call(item: pytest.Item):
     limit_s = item.config.getoption("--nbval-cell-timeout") + HARD_LIMIT_GRACE_S
     watchdog = threading.Timer(limit_s, _kill_kernel, args=(item,))
     watchdog.daemon = True
+    serve = item.cell.metadata.get(SERVE_KEY) if hasattr(item, "cell") else None
+    manager = item.parent.kernel.km if serve else None  # nbval may drop it when it stops a timed-out kernel
+    grader = _start_check(item, serve, limit_s) if serve else None
     watchdog.start()
+    failed = True
     try:
-        yield
+        outcome = yield
+        failed = outcome.excinfo is not None
     finally:
         watchdog.cancel()
+        if grader is not None:
+            _finish_check(item, manager, grader, failed)
+
+
+def _finish_check(item: pytest.Item, manager, grader: threading.Thread, cell_failed: bool) -> None:
+    """Wait for the check thread; unblock it if the serve cell ended without serving to the end.
+
+    A kernel whose conversation with the grader ended abnormally is replaced at the next segment (its
+    socket may hold half a message), so the next exercise starts clean.
+    """
+    grader.join(0.5 if cell_failed else CHECK_GRACE_S)
+    if grader.is_alive():  # the worker will not answer any more
+        try:
+            manager.grading_socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        grader.join()
+    if item.verdict[0] is None:
+        manager.grading_broken = True
+
+
+def _start_check(item: pytest.Item, serve: dict, limit_s: float) -> threading.Thread:
+    """Run the exercise's check in a thread of this process, talking to the worker over its socket."""
+    from mlsys_lab.course.checks import run_check
+
+    item.verdict = (None, "grading did not start", [])
+    sock = item.parent.kernel.km.grading_socket
+
+    def work() -> None:
+        try:
+            item.verdict = run_check(sock, serve["lesson"], serve["exercise"], limit_s,
+                                     str(item.path.parent))
+        except Exception as exc:  # a bug of ours must not pass anyone: record it
+            item.verdict = (None, f"the grader failed: {type(exc).__name__}: {exc}", [])
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread
 
 
 def _failure_message(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> str:
@@ -175,5 +273,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                           if o.get("output_type") == "stream" and o.get("name") == "stdout"),
         "message": "" if report.passed else _failure_message(item, call, report),
     }
+    if hasattr(item, "verdict"):
+        verdict, why, used = item.verdict
+        record["verdict"] = None if verdict is None else {"passed": verdict.passed, "line": verdict.line}
+        record["why"], record["used"] = why, used
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")

@@ -17,12 +17,16 @@ A case may also carry a resource budget: a ``check_result`` callable that inspec
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 PASS, FAIL, TODO = "✓", "✗", "…"
+# Where a verdict goes besides the printed line: the grader sets it (in its own process and thread)
+# to keep the Verdict object itself, so that no printed text is ever what decides a grade.
+VERDICT_SINK: ContextVar[Callable[[Verdict], None] | None] = ContextVar("VERDICT_SINK", default=None)
 
 
 @dataclass
@@ -106,4 +110,8 @@ def evaluate(
 
 def check(name: str, fn: Callable, cases: Iterable[Case], compare: Callable[[Any, Any], bool] = close_enough) -> None:
     """Run the cases and print the one-line verdict (what a notebook's check cell shows)."""
-    print(evaluate(name, fn, cases, compare).line)
+    verdict = evaluate(name, fn, cases, compare)
+    sink = VERDICT_SINK.get()
+    if sink is not None:
+        sink(verdict)
+    print(verdict.line)

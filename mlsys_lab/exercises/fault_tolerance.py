@@ -88,7 +88,13 @@ def _child(fn: Callable, path: Path, chunks: list[bytes], pause_after: int | Non
 
 
 def _run_writer(fn: Callable, path: Path, chunks: list[bytes], pause_after: int | None) -> list[str]:
-    """Fork, run the writer, SIGKILL it once it pauses; return the lines it reported."""
+    """Fork, run the writer, SIGKILL it once it pauses; return the lines it reported.
+
+    In a graded run ``fn`` is the grader's proxy of the learner's function: the learner's worker does
+    the fork (``fn.run_writer``) in its own folder, and this process inspects the file it leaves.
+    """
+    if hasattr(fn, "run_writer"):
+        return fn.run_writer(path, chunks, pause_after)
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -119,7 +125,7 @@ def _run_writer(fn: Callable, path: Path, chunks: list[bytes], pause_after: int 
 
 def _writer_case(fn: Callable, old: bytes, new: bytes, chunk_bytes: int, pause_after: int | None) -> str:
     """One case in a fresh folder: 'ok' or what went wrong."""
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory(dir=getattr(fn, "scratch_dir", None)) as folder:
         path = Path(folder) / "ckpt.bin"
         write_atomic(path, [old])
         chunks = chunks_of(new, chunk_bytes)

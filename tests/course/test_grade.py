@@ -24,6 +24,7 @@ from mlsys_lab.course.grade import (
     graded_notebook,
     load_reference,
 )
+from mlsys_lab.course.nbval_report import SERVE_KEY
 from mlsys_lab.course.notebook_cells import find_exercises
 from mlsys_lab.course.student import student_version
 
@@ -131,7 +132,7 @@ def test_json_has_exactly_the_documented_shape(graded):
     for result in by_name.values():
         assert set(result) == {"submission", "score", "max_score", "exercises"}
         assert list(result["exercises"]) == ["tensor_bytes", "add_intensity"]
-        assert all(set(e) == {"passed", "message"} for e in result["exercises"].values())
+        assert all(set(e) == {"passed", "message", "used"} for e in result["exercises"].values())
         assert result["max_score"] == 2 and result["score"] == sum(scores(result).values())
 
 
@@ -200,9 +201,9 @@ def test_unreadable_submission_scores_zero_and_grading_goes_on(graded):
 
 
 def test_csv_class_table(graded):
-    """Does the CSV have one row per submission, 1/0 per exercise, and the totals?"""
+    """Does the CSV have one row per submission, 1/0 per exercise, the totals and the library answers used?"""
     paths, by_name, rows = graded
-    assert list(rows[0]) == ["submission", "tensor_bytes", "add_intensity", "score", "max_score"]
+    assert list(rows[0]) == ["submission", "tensor_bytes", "add_intensity", "score", "max_score", "flags"]
     assert len(rows) == len(paths)
     for row in rows:
         result = by_name[Path(row["submission"]).stem]
@@ -237,7 +238,7 @@ def test_reference_must_be_executed_instructor_notebook(tmp_path):
 
 
 def test_graded_notebook_takes_checks_from_the_reference():
-    """Is each segment the submitted cell followed by the reference's check cell with its ✓ output?"""
+    """Is each segment the submitted cell followed by a serve cell, with no check or expected value in it?"""
     reference = load_reference(LESSON)
     sources = {e.name: f"def {e.function_name}(*args):\n    return 0\n" for e in reference.exercises}
     nb, positions = graded_notebook(reference, sources, reference.exercises)
@@ -245,8 +246,10 @@ def test_graded_notebook_takes_checks_from_the_reference():
         ex_cell, check_cell = positions[exercise.name]
         assert check_cell == ex_cell + 1
         assert nb.cells[ex_cell].source == sources[exercise.name]
-        assert nb.cells[check_cell].source == reference.nb.cells[exercise.check_cell].source
-        assert nb.cells[check_cell].outputs == reference.nb.cells[exercise.check_cell].outputs
+        serve = nb.cells[check_cell]
+        assert serve.source.endswith(f"serve('start_here', '{exercise.name}', {exercise.function_name})")
+        assert serve.metadata[SERVE_KEY] == {"lesson": "start_here", "exercise": exercise.name}
+        assert not serve.outputs and "mlsys_lab.exercises" not in "".join(c.source for c in nb.cells)
     last = reference.exercises[-1]
     sliced = exercise_segment(reference, sources, last)
     everything = exercise_segment(reference, sources, last, context="all")

@@ -1,0 +1,195 @@
+"""The grader's side of a graded run: the checks run here, the learner's function is called over a socket.
+
+:func:`run_check` drives one exercise: it waits for the worker's serve cell, then runs the lesson's own
+``check_<name>`` (from :mod:`mlsys_lab.exercises`, unchanged) with a :class:`LearnerFunction` in place of the
+learner's function. The proxy sends each call's arguments as plain data (:mod:`mlsys_lab.course.wire`)
+and decodes the answer as plain data; objects the check passes in (a simulated ``Network``, a measuring
+function) stay here and the worker reaches them only through :meth:`LearnerFunction.serve_request`: public
+attributes and calls, nothing starting with ``_``. The verdict is the ``Verdict`` object the check
+computed in this process (:data:`mlsys_lab.exercises.VERDICT_SINK`), never text the worker printed.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from types import ModuleType
+from typing import Any, Callable
+
+from mlsys_lab.course import wire
+
+TRUSTED_DUNDERS = ("__len__", "__getitem__")
+
+
+def lessons() -> dict[str, ModuleType]:
+    """The check modules by lesson slug (imported on first use: they import every lesson package)."""
+    from mlsys_lab.exercises import (
+        autotuning,
+        collectives,
+        fault_tolerance,
+        loops,
+        memory_hierarchy,
+        moe,
+        operators,
+        parallelism,
+        peft,
+        roofline,
+        start_here,
+        training_memory,
+    )
+
+    modules = (autotuning, collectives, fault_tolerance, loops, memory_hierarchy, moe, operators, parallelism,
+               peft, roofline, start_here, training_memory)
+    return {m.__name__.rsplit(".", 1)[1]: m for m in modules}
+
+
+def check_function(lesson: str, exercise: str) -> Callable[[Callable], None]:
+    """``check_<exercise>`` of ``mlsys_lab.exercises.<lesson>``."""
+    module = lessons().get(lesson)
+    if module is None or not hasattr(module, f"check_{exercise}"):
+        raise ValueError(f"no check_{exercise} in mlsys_lab.exercises.{lesson}")
+    return getattr(module, f"check_{exercise}")
+
+
+class WorkerGone(RuntimeError):
+    """The worker stopped answering (it crashed, hung, hit a limit, or broke the protocol)."""
+
+
+def _learner_error(type_name: str, message: str) -> Exception:
+    """The learner's exception, rebuilt here by name only (no code of theirs runs in this process)."""
+    if type_name == "NotImplementedError":
+        return NotImplementedError(message)
+    name = type_name if type_name.isidentifier() else "Exception"
+    return type(name, (Exception,), {})(message)
+
+
+class LearnerFunction:
+    """Stands for the learner's function in the grader: each call is answered by the worker."""
+
+    def __init__(self, sock: socket.socket, deadline: float, scratch_dir: str | None = None) -> None:
+        self.sock, self.deadline, self.scratch_dir = sock, deadline, scratch_dir
+        self.refs: list[Any] = []
+        self.calls = 0
+        self.broken = False  # the conversation went wrong: the kernel must not serve another exercise
+        self.used: set[str] = set()  # lesson functions the worker reported as called (see worker.LIBRARY_ANSWERS)
+
+    def _ref(self, obj: Any) -> int:
+        self.refs.append(obj)
+        return len(self.refs) - 1
+
+    def _deref(self, number: int) -> Any:
+        if not 0 <= number < len(self.refs):
+            raise wire.NotPlainData(f"unknown reference {number}")
+        return self.refs[number]
+
+    def receive(self) -> dict:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.broken = True
+            raise WorkerGone("the worker did not answer in time")
+        self.sock.settimeout(left)
+        try:
+            return wire.receive_message(self.sock)
+        except (OSError, EOFError, wire.NotPlainData) as exc:
+            self.broken = True
+            raise WorkerGone(f"the worker stopped answering ({type(exc).__name__}: {exc})") from None
+
+    def serve_request(self, message: dict) -> dict:
+        """Answer the worker's use of an object that stayed here: a public attribute, or a call."""
+        try:
+            target = self._deref(message.get("ref"))
+            if message.get("op") == "getattr":
+                name = str(message.get("name"))
+                if name.startswith("_") and name not in TRUSTED_DUNDERS:
+                    raise AttributeError(f"'{name}' is private")
+                return {"op": "value", "value": wire.encode(getattr(target, name), self._ref)}
+            if message.get("op") == "call" and callable(target):
+                args = wire.decode(message.get("args"), self._deref)
+                kwargs = wire.decode(message.get("kwargs"), self._deref)
+                return {"op": "value", "value": wire.encode(target(*args, **kwargs), self._ref)}
+            raise wire.NotPlainData(f"unknown request {str(message)[:60]}")
+        except Exception as exc:  # the learner's use of our object failed: tell them, keep grading
+            return {"op": "raise", "message": f"{type(exc).__name__}: {exc}"}
+
+    def exchange(self, message: dict) -> Any:
+        """Send a request to the worker and wait for its answer, serving its object requests meanwhile."""
+        try:
+            wire.send_message(self.sock, message)
+        except OSError as exc:
+            raise WorkerGone(f"the worker is gone ({exc})") from None
+        while True:
+            reply = self.receive()
+            op = reply.get("op")
+            if type(reply.get("used")) is list:
+                self.used |= {str(u)[:80] for u in reply["used"]}
+            if op == "result":
+                try:
+                    return wire.decode(reply.get("value"))  # plain data only: no references back
+                except wire.NotPlainData as exc:
+                    raise TypeError(f"the function returned something that is not plain data: {exc}") from None
+            if op == "raised":
+                raise _learner_error(str(reply.get("type")), str(reply.get("message")))
+            if op in ("getattr", "call"):
+                wire.send_message(self.sock, self.serve_request(reply))
+                continue
+            self.broken = True
+            raise WorkerGone(f"the worker sent '{str(op)[:40]}' instead of an answer")
+
+    def run_writer(self, path: Any, chunks: list[bytes], pause_after: int | None) -> list[str]:
+        """Have the worker fork the learner's writer on ``path`` (in its folder) and kill it after
+        ``pause_after`` chunks; the lines its child reported (fsync, rename, paused, done, raised ...).
+
+        The file it leaves is inspected here; the fsync/rename lines are the worker's own account.
+        """
+        lines = self.exchange({"op": "writer", "path": str(path), "chunks": wire.encode(list(chunks)),
+                               "pause_after": pause_after})
+        if type(lines) is not list or not all(type(line) is str for line in lines):
+            raise WorkerGone("the worker's writer report is not a list of lines")
+        return lines
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.exchange({"op": "call", "args": wire.encode(list(args), self._ref),
+                              "kwargs": wire.encode(kwargs, self._ref)})
+
+
+def run_check(sock: socket.socket, lesson: str, exercise: str, timeout_s: float,
+              scratch_dir: str | None = None) -> tuple[Any, str, list[str]]:
+    """Grade one exercise over ``sock``: (the check's Verdict or None, why there is none, library answers used)."""
+    verdict, why, used = _run_check(sock, lesson, exercise, timeout_s, scratch_dir)
+    if verdict is None:  # end the conversation: a worker still waiting for requests gets EOF at once
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    return verdict, why, used
+
+
+def _run_check(sock: socket.socket, lesson: str, exercise: str, timeout_s: float,
+               scratch_dir: str | None) -> tuple[Any, str, list[str]]:
+    from mlsys_lab.exercises import VERDICT_SINK
+
+    proxy = LearnerFunction(sock, time.monotonic() + timeout_s, scratch_dir)
+    try:
+        hello = proxy.receive()
+    except WorkerGone as exc:
+        return None, str(exc), []
+    if hello != {"op": "ready", "exercise": exercise}:
+        return None, f"the worker did not start serving {exercise} (it sent {str(hello)[:60]})", []
+    verdicts: list = []
+    token = VERDICT_SINK.set(verdicts.append)
+    try:
+        check_function(lesson, exercise)(proxy)
+    except WorkerGone as exc:
+        return None, str(exc), sorted(proxy.used)
+    finally:
+        VERDICT_SINK.reset(token)
+    if not verdicts:
+        return None, "the check gave no verdict", sorted(proxy.used)
+    if proxy.broken:  # the check saw the worker fail mid-conversation: no verdict, and a fresh kernel next
+        return None, verdicts[-1].line, sorted(proxy.used)
+    try:
+        wire.send_message(sock, {"op": "done", "line": verdicts[-1].line})
+    except OSError:
+        pass
+    return verdicts[-1], "", sorted(proxy.used)

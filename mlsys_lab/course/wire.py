@@ -1,0 +1,127 @@
+"""Plain data over a socket: what may cross between the grader and a learner's worker.
+
+Only these cross: ``None``, bools, ints, floats, complex numbers, strings, bytes, NumPy arrays and
+NumPy scalars of a number dtype, and lists, tuples and dicts (string keys) of these. Everything else is
+refused when encoding. Arrays travel as ``.npy`` bytes and are loaded with ``allow_pickle=False``; the
+decoder builds only the types above, from JSON, and never calls anything the other side defined. An
+object whose ``__eq__`` always answers True therefore cannot reach the grader's comparison: the worker
+can only send what JSON and ``.npy`` can say.
+
+A message is a 4-byte big-endian length and then that many bytes of UTF-8 JSON. A trusted object that
+must stay on the grader's side (a simulated network, a measuring function) is sent as a reference,
+``{"$ref": n}``; see :mod:`mlsys_lab.course.worker` for how the worker calls its methods back.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import socket
+import struct
+from typing import Any
+
+import numpy as np
+
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+NUMBER_KINDS = "biufc"  # bool, int, unsigned, float, complex: no object, string or void dtypes
+
+
+class NotPlainData(TypeError):
+    """A value that is not plain data was asked to cross."""
+
+
+def _array_bytes(array: np.ndarray) -> str:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def encode(value: Any, ref: Any = None) -> Any:
+    """``value`` as JSON-ready plain data; ``ref(obj) -> int`` names objects that stay behind (else refused)."""
+    if value is None or type(value) in (bool, int, float, str):
+        if type(value) is float and not np.isfinite(value):
+            return {"$float": repr(value)}
+        return value
+    if type(value) is complex:
+        return {"$complex": [value.real, value.imag]}
+    if type(value) is bytes:
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, np.ndarray) and value.dtype.kind in NUMBER_KINDS:
+        return {"$npy": _array_bytes(np.ascontiguousarray(value))}
+    if isinstance(value, np.generic) and value.dtype.kind in NUMBER_KINDS:
+        return {"$npscalar": _array_bytes(np.asarray(value))}
+    if type(value) in (list, tuple):
+        items = [encode(v, ref) for v in value]
+        return items if type(value) is list else {"$tuple": items}
+    if type(value) is dict and all(type(k) is str for k in value):
+        return {"$dict": {k: encode(v, ref) for k, v in value.items()}}
+    if ref is not None:
+        return {"$ref": ref(value)}
+    raise NotPlainData(f"a {type(value).__name__} is not plain data (numbers, strings, bools, None, "
+                       "NumPy arrays, and lists/tuples/dicts of these)")
+
+
+def _load_array(text: str) -> np.ndarray:
+    array = np.load(io.BytesIO(base64.b64decode(text, validate=True)), allow_pickle=False)
+    if array.dtype.kind not in NUMBER_KINDS:
+        raise NotPlainData(f"an array of dtype {array.dtype} is not plain data")
+    return array
+
+
+def decode(data: Any, deref: Any = None) -> Any:
+    """Rebuild plain data from :func:`encode`'s form; ``deref(n)`` resolves references (else refused)."""
+    if data is None or type(data) in (bool, int, float, str):
+        return data
+    if type(data) is list:
+        return [decode(v, deref) for v in data]
+    if type(data) is dict and len(data) == 1:
+        (tag, body), = data.items()
+        if tag == "$tuple" and type(body) is list:
+            return tuple(decode(v, deref) for v in body)
+        if tag == "$dict" and type(body) is dict:
+            return {str(k): decode(v, deref) for k, v in body.items()}
+        if tag == "$npy" and type(body) is str:
+            return _load_array(body)
+        if tag == "$npscalar" and type(body) is str:
+            return _load_array(body)[()]
+        if tag == "$bytes" and type(body) is str:
+            return base64.b64decode(body, validate=True)
+        if tag == "$float" and body in ("nan", "inf", "-inf"):
+            return float(body)
+        if tag == "$complex" and type(body) is list and len(body) == 2:
+            return complex(float(body[0]), float(body[1]))
+        if tag == "$ref" and type(body) is int and deref is not None:
+            return deref(body)
+    raise NotPlainData(f"not plain data: {str(data)[:80]}")
+
+
+def send_message(sock: socket.socket, message: dict) -> None:
+    """Send one JSON message (already plain: encode its values first)."""
+    body = json.dumps(message, allow_nan=False).encode("utf-8")
+    sock.sendall(struct.pack(">I", len(body)) + body)
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive_message(sock: socket.socket) -> dict:
+    """Receive one JSON message; a malformed or oversized one raises ``NotPlainData``."""
+    (length,) = struct.unpack(">I", _read_exactly(sock, 4))
+    if length > MAX_MESSAGE_BYTES:
+        raise NotPlainData(f"a message of {length} bytes is over the {MAX_MESSAGE_BYTES} byte limit")
+    try:
+        message = json.loads(_read_exactly(sock, length).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise NotPlainData(f"a message that is not JSON: {exc}") from None
+    if type(message) is not dict:
+        raise NotPlainData("a message must be a JSON object")
+    return message
