@@ -9,11 +9,12 @@ Bandwidths are bytes per second; interconnects are per direction unless the name
 from __future__ import annotations
 
 import functools
+import math
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlsys_lab.validation import check_choice, check_int, check_number, check_positive
+from mlsys_lab.validation import check_choice, check_finite, check_int, check_number, check_positive
 
 TB = 1e12
 GB = 1e9
@@ -31,6 +32,15 @@ class Hardware:
     interconnect_bytes_per_s: dict[str, float] = field(default_factory=dict)  # per direction
     cache_bandwidth_bytes_per_s: dict[str, float] = field(default_factory=dict)  # "L2", "shared"
     source: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.peak_flop_per_s, dict) or not self.peak_flop_per_s:
+            raise ValueError(f"peak_flop_per_s must be a non-empty dict dtype -> FLOP/s; got {self.peak_flop_per_s!r}")
+        for dtype, flop_per_s in self.peak_flop_per_s.items():
+            check_finite(f"peak_flop_per_s[{dtype!r}]", flop_per_s, low=0.0, low_inclusive=False)
+        check_finite("memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s, low=0.0, low_inclusive=False)
+        if not (isinstance(self.memory_bytes, float) and math.isnan(self.memory_bytes)):  # NaN: capacity unknown
+            check_finite("memory_bytes", self.memory_bytes, low=0.0)
 
     def peak(self, dtype: str = "fp32") -> float:
         """Peak FLOP/s for ``dtype``."""

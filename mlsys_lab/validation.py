@@ -65,6 +65,32 @@ def check_positive(name: str, value) -> float:
     return check_number(name, value, low=0.0, low_inclusive=False)
 
 
+def check_finite(name: str, value, *, low: float | None = None, low_inclusive: bool = True) -> float:
+    """A finite number (no NaN, no ±inf) at or above ``low``: sizes, seconds, bandwidths, factors."""
+    value = check_number(name, value, low=low, low_inclusive=low_inclusive)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number; got {value}")
+    return value
+
+
+def check_index_array(name: str, indices, n: int, *, of_name: str):
+    """An integer array whose entries index ``n`` things (``0 <= i < n``), as NumPy; ``of_name`` names ``n``."""
+    import numpy as np
+
+    from mlsys_lab import backend
+
+    try:
+        array = np.asarray(backend.asnumpy(indices))
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be an integer array; got {type(indices).__name__}") from error
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer array; got dtype {array.dtype}")
+    if array.size and (array.min() < 0 or array.max() >= n):
+        raise ValueError(f"{name} must lie in [0, {n - 1}] for {of_name}={n}; got values in "
+                         f"[{array.min()}, {array.max()}]")
+    return array
+
+
 def check_choice(name: str, value, choices: Iterable) -> object:
     """``value`` must be one of ``choices``."""
     choices = tuple(choices)
@@ -85,7 +111,10 @@ def check_divides(name: str, value: int, *, of_name: str, of_value: int) -> int:
     """``value`` must divide ``of_value`` (e.g. tensor-parallel degree and head count)."""
     value = check_int(name, value, low=1)
     if of_value % value:
-        divisors = [d for d in range(1, of_value + 1) if of_value % d == 0]
+        if of_value > 10**12:  # listing divisors would take too long
+            raise ValueError(f"{name} must divide {of_name}={of_value}; got {value}")
+        small = [d for d in range(1, math.isqrt(of_value) + 1) if of_value % d == 0]  # d <= √n, then n/d
+        divisors = sorted(set(small) | {of_value // d for d in small})
         shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
         raise ValueError(f"{name} must divide {of_name}={of_value} (allowed: {shown}); got {value}")
     return value

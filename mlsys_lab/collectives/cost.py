@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from mlsys_lab.validation import check_choice, check_int, check_number, check_positive
+from mlsys_lab.validation import check_choice, check_finite, check_int, check_number, check_positive
 
 ALGORITHMS = ("naive", "ring", "tree", "halving_doubling")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
@@ -186,6 +186,10 @@ def hierarchical_allreduce_time(
     n_bytes = _check_bytes(n_bytes)
     nodes = check_int("n_nodes", n_nodes, low=1)
     g = check_int("gpus_per_node", gpus_per_node, low=1)
+    alpha_intra = check_finite("alpha_intra", alpha_intra, low=0.0)
+    beta_intra = check_finite("beta_intra", beta_intra, low=0.0)
+    alpha_inter = check_finite("alpha_inter", alpha_inter, low=0.0)
+    beta_inter = check_finite("beta_inter", beta_inter, low=0.0)
     intra = 2 * (g - 1) * (alpha_intra + n_bytes / g * beta_intra)
     return intra + allreduce_time("ring", n_bytes / g, nodes, alpha_inter, beta_inter)
 

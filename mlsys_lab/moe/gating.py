@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 
-from mlsys_lab.backend import module_of, xp
+from mlsys_lab.backend import asnumpy, module_of, xp
 from mlsys_lab.nn import softmax
-from mlsys_lab.validation import check_int, check_number, check_positive
+from mlsys_lab.validation import check_finite, check_index_array, check_int, check_number, check_positive
 
 
 def top_k_experts(scores, k: int):
@@ -97,11 +97,12 @@ def assign_with_capacity(indices, n_experts: int, capacity: int, routed=None) ->
     bool, slot (T, k) int: the position in the expert's buffer, −1 if dropped or not sent).
     Runs on NumPy (a cumulative count per expert).
     """
-    idx = np.asarray(indices if isinstance(indices, np.ndarray) else xp.asnumpy(indices))
+    check_int("n_experts", n_experts, low=1)
+    idx = check_index_array("indices", indices, n_experts, of_name="n_experts")
     check_int("capacity", capacity, low=0)
+    if idx.ndim != 2:
+        raise ValueError(f"indices must be a 2-D (n_tokens, k) array; got shape {idx.shape}")
     n_tokens, k = idx.shape
-    if idx.size and (idx.min() < 0 or idx.max() >= n_experts):
-        raise ValueError(f"indices must lie in [0, {n_experts - 1}] for n_experts={n_experts}")
     sent = np.ones(idx.shape, dtype=bool) if routed is None else np.asarray(routed, dtype=bool)
     if sent.shape != idx.shape:
         raise ValueError(f"routed must have the shape of indices {idx.shape}; got {sent.shape}")
@@ -118,6 +119,11 @@ def drop_fraction(indices, n_experts: int, capacity_factor: float, routed=None) 
 
     The capacity is :func:`expert_capacity` of all T tokens at top-k, whether or not a pair is sent.
     """
+    check_finite("capacity_factor", capacity_factor, low=0.0, low_inclusive=False)
+    check_int("n_experts", n_experts, low=1)
+    indices = check_index_array("indices", indices, n_experts, of_name="n_experts")
+    if indices.ndim != 2:
+        raise ValueError(f"indices must be a 2-D (n_tokens, k) array; got shape {indices.shape}")
     n_tokens, k = indices.shape
     cap = expert_capacity(n_tokens, n_experts, capacity_factor, k)
     kept, _ = assign_with_capacity(indices, n_experts, cap, routed)
@@ -132,7 +138,7 @@ def gshard_second_expert_mask(weights, rng: np.random.Generator) -> np.ndarray:
     ``weights`` (T, 2) are the top-2 gates normalised to g₁ + g₂ = 1. A token whose second gate is
     small is usually sent to its first expert only, saving capacity. Returns a (T, 2) bool mask.
     """
-    w = np.asarray(weights if isinstance(weights, np.ndarray) else xp.asnumpy(weights))
+    w = np.asarray(asnumpy(weights))
     if w.ndim != 2 or w.shape[1] != 2:
         raise ValueError(f"weights must have shape (n_tokens, 2); got {w.shape}")
     g2 = w[:, 1] / w.sum(axis=1)
@@ -153,7 +159,15 @@ def load_balancing_loss(router_probs, expert_indices) -> float:
     experts. Pᵢ = mean over tokens of router_probs[:, i]. Equals 1 when routing and probabilities are
     uniform, and up to N when every token goes to one expert with probability 1.
     """
+    if getattr(router_probs, "ndim", None) != 2:
+        raise ValueError(f"router_probs must be a 2-D (n_tokens, n_experts) array; got {type(router_probs).__name__} "
+                         f"of shape {getattr(router_probs, 'shape', None)}")
     n_tokens, n_experts = router_probs.shape
+    checked = check_index_array("expert_indices", expert_indices, n_experts, of_name="n_experts")
+    if checked.ndim not in (1, 2) or checked.shape[0] != n_tokens or checked.size == 0:
+        raise ValueError(f"expert_indices must have shape ({n_tokens},) or ({n_tokens}, k); got {checked.shape}")
+    if not hasattr(expert_indices, "reshape"):
+        expert_indices = checked
     idx = expert_indices.reshape(n_tokens, -1)
     f = expert_fractions(idx, n_experts)
     p_mean = router_probs.mean(axis=0)

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 
 from mlsys_lab.collectives.cost import allreduce_time
 from mlsys_lab.parallelism.zero import zero_memory_per_gpu
-from mlsys_lab.validation import check_divides, check_int, check_number, check_positive
+from mlsys_lab.validation import check_divides, check_finite, check_int, check_number
 
 BYTES_PER_VALUE = 2  # fp16 / bf16 activations and gradients
+MAX_GPUS = 2**20  # a cluster's GPUs: enumerate_plans tries every divisor, so the count bounds its work
+MAX_SIZE = 10**7  # layers, heads, GPUs, degrees: a bound far above any real run, so no loop runs unbounded
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class ModelSpec:
     seq_len: int = 2048
     vocab: int = 51200
     name: str = ""
+
+    def __post_init__(self):
+        for field in ("n_layers", "hidden", "n_heads", "seq_len", "vocab"):
+            check_int(field, getattr(self, field), low=1, high=MAX_SIZE)
 
     @property
     def n_params(self) -> float:
@@ -73,6 +79,13 @@ class ClusterSpec:
     latency_s: float = 5e-6
     name: str = ""
 
+    def __post_init__(self):
+        check_int("n_gpus", self.n_gpus, low=1, high=MAX_GPUS)
+        check_int("gpus_per_node", self.gpus_per_node, low=1, high=MAX_SIZE)
+        for field in ("memory_bytes", "peak_flop_per_s", "intra_node_bytes_per_s", "inter_node_bytes_per_s"):
+            check_finite(field, getattr(self, field), low=0.0, low_inclusive=False)
+        check_finite("latency_s", self.latency_s, low=0.0)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -82,6 +95,11 @@ class Plan:
     zero_stage: int = 0
     micro_batch: int = 1
     recompute: bool = True
+
+    def __post_init__(self):
+        for field in ("dp", "tp", "pp", "micro_batch"):
+            check_int(field, getattr(self, field), low=1, high=MAX_SIZE)
+        check_int("zero_stage", self.zero_stage, low=0, high=3)
 
 
 @dataclass(frozen=True)
@@ -104,9 +122,18 @@ def _ring_seconds(n_bytes: float, n_ranks: int, bandwidth_bytes_per_s: float, cl
     return float(allreduce_time("ring", n_bytes, n_ranks, cluster.latency_s, 1 / bandwidth_bytes_per_s))
 
 
+def _check_specs(model, cluster, global_batch, plan=None) -> int:
+    """The spec arguments are the planner's dataclasses and the batch a positive integer; returns the batch."""
+    for name, value, cls in (("model", model, ModelSpec), ("cluster", cluster, ClusterSpec), ("plan", plan, Plan)):
+        if (value is not None or name != "plan") and not isinstance(value, cls):
+            raise TypeError(f"{name} must be a {cls.__name__}; got {type(value).__name__}")
+    return check_int("global_batch", global_batch, low=1)
+
+
 def estimate(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: int,
              efficiency: float = 0.5) -> Estimate:
     """Memory per GPU and step time of ``plan`` (see the module docstring for every term)."""
+    _check_specs(model, cluster, global_batch, plan)
     d, t, p = plan.dp, plan.tp, plan.pp
     if d * t * p != cluster.n_gpus:
         raise ValueError(f"dp·tp·pp must equal n_gpus={cluster.n_gpus}; got {d}·{t}·{p} = {d * t * p}")
@@ -145,6 +172,7 @@ def enumerate_plans(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                     micro_batches=(1, 2, 4, 8), zero_stages=(0, 1, 2, 3),
                     recompute: bool = True) -> list[Plan]:
     """Every valid (dp, tp, pp, zero stage, micro-batch) for the cluster (ZeRO-2/3 only with pp = 1)."""
+    _check_specs(model, cluster, global_batch)
     n = check_int("n_gpus", cluster.n_gpus, low=1)
     plans = []
     for t in range(1, n + 1):
@@ -175,7 +203,7 @@ def rank_plans(model: ModelSpec, cluster: ClusterSpec, global_batch: int, effici
 def calibrate_efficiency(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: int,
                          measured_flop_per_s_per_gpu: float) -> float:
     """The GEMM efficiency at which :func:`estimate` reproduces a measured FLOP/s per GPU (bisection)."""
-    target = check_positive("measured_flop_per_s_per_gpu", measured_flop_per_s_per_gpu)
+    target = check_finite("measured_flop_per_s_per_gpu", measured_flop_per_s_per_gpu, low=0.0, low_inclusive=False)
     low, high = 1e-4, 1.0
     if estimate(model, cluster, plan, global_batch, high).flop_per_s_per_gpu < target:
         raise ValueError("measured_flop_per_s_per_gpu is above what the model allows at efficiency 1")

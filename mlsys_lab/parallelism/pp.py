@@ -36,7 +36,10 @@ class Op:
     chunk: int = 0
 
 
-def _check(n_stages, n_microbatches, schedule, n_chunks):
+MAX_SIMULATED_OPS = 10**6  # p · m · v forward ops a simulated schedule may list (each is a Python object)
+
+
+def _check(n_stages, n_microbatches, schedule, n_chunks, simulated: bool = True):
     p = check_int("n_stages", n_stages, low=1)
     m = check_int("n_microbatches", n_microbatches, low=1)
     check_choice("schedule", schedule, SCHEDULES)
@@ -47,13 +50,16 @@ def _check(n_stages, n_microbatches, schedule, n_chunks):
     if schedule == "interleaved" and v > 1 and m % p:
         raise ValueError(f"n_microbatches must be a multiple of n_stages={p} for the interleaved schedule; "
                          f"got {m}")
+    if simulated and p * m * v > MAX_SIMULATED_OPS:
+        raise ValueError(f"n_stages · n_microbatches · n_chunks must be at most {MAX_SIMULATED_OPS} for a simulated "
+                         f"schedule (one op each); got n_stages={p}, n_microbatches={m}, n_chunks={v}")
     return p, m, v
 
 
 def pipeline_bubble_fraction(n_stages: int, n_microbatches: int, schedule: str = "gpipe",
                              n_chunks: int = 1) -> float:
     """Idle fraction of total time: (p−1)/(m+p−1), or (p−1)/(v·m+p−1) for the interleaved schedule."""
-    p, m, v = _check(n_stages, n_microbatches, schedule, n_chunks)
+    p, m, v = _check(n_stages, n_microbatches, schedule, n_chunks, simulated=False)
     return (p - 1) / (v * m + p - 1)
 
 

@@ -27,7 +27,7 @@ from mlsys_lab.backend import xp
 from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import block_backward, block_forward, loss_and_grads
-from mlsys_lab.validation import check_choice, check_int, check_number
+from mlsys_lab.validation import check_choice, check_finite, check_int, check_number
 
 STAGES = (0, 1, 2, 3)
 
@@ -80,6 +80,7 @@ def zero_communication_bytes(n_params: float, n_gpus: int, stage: int, bytes_per
     psi = check_number("n_params", n_params, low=1.0)
     n = check_int("n_gpus", n_gpus, low=1)
     check_choice("stage", stage, STAGES)
+    bytes_per_param = check_finite("bytes_per_param", bytes_per_param, low=0.0, low_inclusive=False)
     factor = (n - 1) / n if ring else 1.0
     return (3 if stage == 3 else 2) * psi * bytes_per_param * factor
 
@@ -134,6 +135,11 @@ def init_adam_state(blocks: list[dict]) -> dict:
 
 def adam(theta, grad, m, v, t: int, lr: float, beta1=0.9, beta2=0.999, eps=1e-8):
     """Kingma & Ba 2015. Elementwise, so a shard of θ is updated from the same shard of g, m, v."""
+    t = check_int("t", t, low=1)
+    lr = check_finite("lr", lr, low=0.0)
+    check_number("beta1", beta1, low=0.0, high=1.0, high_inclusive=False)
+    check_number("beta2", beta2, low=0.0, high=1.0, high_inclusive=False)
+    eps = check_finite("eps", eps, low=0.0, low_inclusive=False)
     m = beta1 * m + (1 - beta1) * grad
     v = beta2 * v + (1 - beta2) * grad * grad
     m_hat, v_hat = m / (1 - beta1**t), v / (1 - beta2**t)

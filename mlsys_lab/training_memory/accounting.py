@@ -24,7 +24,7 @@ import tracemalloc
 from typing import Any, Callable
 
 from mlsys_lab import backend
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import check_choice, check_finite, check_int
 
 PRECISIONS = ("fp32", "mixed")
 OPTIMIZERS = ("adam", "sgd", "sgd_momentum")
@@ -63,6 +63,7 @@ def training_memory_bytes(n_params: int, precision: str = "fp32", optimizer: str
     n = check_int("n_params", n_params, low=0)
     check_choice("precision", precision, PRECISIONS)
     check_choice("optimizer", optimizer, OPTIMIZERS)
+    activation_bytes = check_finite("activation_bytes", activation_bytes, low=0.0)
     low = 4 if precision == "fp32" else 2
     state_per_param = {"adam": 8, "sgd": 0, "sgd_momentum": 4}[optimizer]
     master = 0 if precision == "fp32" else 4

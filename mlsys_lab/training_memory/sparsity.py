@@ -58,4 +58,8 @@ def two_four_bytes(shape: tuple[int, int], value_bytes: int = 2) -> float:
 
 
 def dense_bytes(shape: tuple[int, int], value_bytes: int = 2) -> int:
-    return int(np.prod(shape)) * value_bytes
+    """Bytes of a dense (rows, cols) matrix: rows · cols · value_bytes."""
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise ValueError(f"shape must be a (rows, cols) pair; got {shape!r}")
+    rows, cols = (check_int("shape", n, low=0) for n in shape)
+    return rows * cols * check_int("value_bytes", value_bytes, low=1)
