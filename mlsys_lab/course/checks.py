@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from mlsys_lab.course import wire
 
-TRUSTED_DUNDERS = ("__len__", "__getitem__")
+TRUSTED_DUNDERS = ("__len__", "__getitem__", "__setitem__")
 
 
 def lessons() -> dict[str, ModuleType]:
@@ -55,12 +55,15 @@ class WorkerGone(RuntimeError):
     """The worker stopped answering (it crashed, hung, hit a limit, or broke the protocol)."""
 
 
-def _learner_error(type_name: str, message: str) -> Exception:
-    """The learner's exception, rebuilt here by name only (no code of theirs runs in this process)."""
+def _learner_error(type_name: str, message: str, line: str = "") -> Exception:
+    """The learner's exception, rebuilt here by name only (no code of theirs runs in this process), with
+    the line of their code that raised it as the worker saw it (plain text: ``learner_line``)."""
     if type_name == "NotImplementedError":
         return NotImplementedError(message)
     name = type_name if type_name.isidentifier() else "Exception"
-    return type(name, (Exception,), {})(message)
+    error = type(name, (Exception,), {})(message)
+    error.learner_line = line[:120]
+    return error
 
 
 class LearnerFunction:
@@ -128,7 +131,7 @@ class LearnerFunction:
                 except wire.NotPlainData as exc:
                     raise TypeError(f"the function returned something that is not plain data: {exc}") from None
             if op == "raised":
-                raise _learner_error(str(reply.get("type")), str(reply.get("message")))
+                raise _learner_error(str(reply.get("type")), str(reply.get("message")), str(reply.get("line", "")))
             if op in ("getattr", "call"):
                 wire.send_message(self.sock, self.serve_request(reply))
                 continue

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mlsys_lab.course import wire
+from mlsys_lab.course.learner_code import learner_line
 
 FD_ENV, CPU_ENV, MEMORY_ENV = "MLSYS_LAB_GRADING_FD", "MLSYS_LAB_CPU_SECONDS", "MLSYS_LAB_MEMORY_MB"
 REFUSED_EVENTS = frozenset({
@@ -102,6 +103,9 @@ class _Remote:
 
     def __getitem__(self, key: Any) -> Any:
         return self.__getattr__("__getitem__")(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.__getattr__("__setitem__")(key, value)
 
     def __iter__(self):
         return iter([self[i] for i in range(len(self))])
@@ -181,7 +185,8 @@ def _answer(sock: socket.socket, fn: Callable, used: set[str]) -> None:
             value = fn(*args, **kwargs)
             reply = {"op": "result", "value": wire.encode(value), "used": sorted(used)}
         except (Exception, SystemExit) as exc:  # the learner's function failed: the grader reports it
-            reply = {"op": "raised", "type": type(exc).__name__, "message": str(exc)[:500], "used": sorted(used)}
+            reply = {"op": "raised", "type": type(exc).__name__, "message": str(exc)[:500],
+                     "line": learner_line(exc), "used": sorted(used)}
         wire.send_message(sock, reply)
 
 

@@ -9,24 +9,39 @@ plus fresh random ones) and prints exactly one line:
     … ring_allreduce: not attempted yet
 
 The ✓ line depends only on the number of cases, so it is the same on every run and nbval can compare
-it; the random cases change from run to run (set ``MLSYS_LAB_CHECK_SEED`` to replay one).
+it; the random cases change from run to run (set ``MLSYS_LAB_CHECK_SEED`` to replay one, or run the check
+inside ``with seeded(7):``, which is how the wrong-answer catalogues in ``tests/`` replay 50 seeds).
 A case may also carry a resource budget: a ``check_result`` callable that inspects the result
 (bytes moved, peak memory, steps) and returns an error message or ``None``.
+
+A failing verdict names the case, the expected and received values, and, when the learner's code raised,
+the line of theirs that raised (:func:`mlsys_lab.course.learner_code.learner_line`). A return value that
+cannot even be compared (a string where a number was due, an object whose ``==`` raises) is a failed case
+with what was received, never a traceback. A kernel exercise may add a performance ``figure`` ("71% of copy
+bandwidth") to a passing verdict; the grader reports it beside pass/fail.
+
+Every check has, in ``tests/<slug>/test_exercise_catalogue.py``, a catalogue of wrong implementations that
+it must reject on every one of 50 seeds (``tests/catalogue.py`` runs them).
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
+
+from mlsys_lab.course.learner_code import learner_line
 
 PASS, FAIL, TODO = "✓", "✗", "…"
 # Where a verdict goes besides the printed line: the grader sets it (in its own process and thread)
 # to keep the Verdict object itself, so that no printed text is ever what decides a grade.
 VERDICT_SINK: ContextVar[Callable[[Verdict], None] | None] = ContextVar("VERDICT_SINK", default=None)
+# The seed of the random cases when set (see :func:`seeded`); otherwise MLSYS_LAB_CHECK_SEED, otherwise fresh.
+CHECK_SEED: ContextVar[int | None] = ContextVar("CHECK_SEED", default=None)
 
 
 @dataclass
@@ -47,6 +62,7 @@ class Verdict:
     status: str  # PASS, FAIL or TODO
     line: str
     n_cases: int
+    figure: str = ""  # a kernel exercise's performance on a pass, e.g. "71% of copy bandwidth"
 
     @property
     def passed(self) -> bool:
@@ -54,9 +70,22 @@ class Verdict:
 
 
 def rng() -> np.random.Generator:
-    """Random generator for fresh cases: new each run, or replayable with MLSYS_LAB_CHECK_SEED."""
-    seed = os.environ.get("MLSYS_LAB_CHECK_SEED")
-    return np.random.default_rng(int(seed) if seed else None)
+    """Random generator for fresh cases: new each run, or replayable with :func:`seeded` or MLSYS_LAB_CHECK_SEED."""
+    seed = CHECK_SEED.get()
+    if seed is None:
+        text = os.environ.get("MLSYS_LAB_CHECK_SEED")
+        seed = int(text) if text else None
+    return np.random.default_rng(seed)
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run checks with the random cases of ``seed`` (the same cases every time)."""
+    token = CHECK_SEED.set(int(seed))
+    try:
+        yield
+    finally:
+        CHECK_SEED.reset(token)
 
 
 def short(value: Any, limit: int = 80) -> str:
@@ -71,16 +100,19 @@ def short(value: Any, limit: int = 80) -> str:
 
 
 def close_enough(got: Any, expected: Any, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
-    """Numbers and arrays within tolerance; everything else by equality."""
+    """Numbers and arrays within tolerance; everything else by equality (of the same kind: ``True`` is not 1)."""
     if isinstance(expected, (np.ndarray, float, np.floating)) or (
         isinstance(expected, (list, tuple)) and expected and isinstance(expected[0], (float, np.ndarray))
     ):
         try:
             got_arr, exp_arr = np.asarray(got, dtype=float), np.asarray(expected, dtype=float)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return False
         return got_arr.shape == exp_arr.shape and bool(np.allclose(got_arr, exp_arr, rtol=rtol, atol=atol))
-    return got == expected
+    if isinstance(got, bool) != isinstance(expected, bool):
+        return False
+    result = got == expected
+    return result if isinstance(result, bool) else False
 
 
 def evaluate(
@@ -91,27 +123,53 @@ def evaluate(
 ) -> Verdict:
     """Run ``fn`` on every case and return the verdict (without printing it)."""
     cases = list(cases)
+
+    def fail(index: int, case: Case, text: str) -> Verdict:
+        return Verdict(name, FAIL, f"{FAIL} {name}: case {index} ({case.label}): {text}", len(cases))
+
     for index, case in enumerate(cases, start=1):
         try:
             got = fn(*case.args, **case.kwargs)
         except NotImplementedError:
             return Verdict(name, TODO, f"{TODO} {name}: not attempted yet", len(cases))
-        except Exception as exc:  # the learner's code failed: report it, don't raise
-            return Verdict(name, FAIL, f"{FAIL} {name}: case {index} ({case.label}): raised "
-                           f"{type(exc).__name__}: {short(str(exc))}", len(cases))
-        if not compare(got, case.expected):
-            return Verdict(name, FAIL, f"{FAIL} {name}: case {index} ({case.label}): got {short(got)}, "
-                           f"expected {short(case.expected)}", len(cases))
-        problem = case.check_result(got) if case.check_result else None
+        except Exception as exc:  # the learner's code failed: report it and where, don't raise
+            return fail(index, case, raised(exc))
+        try:
+            same = compare(got, case.expected)
+        except Exception as exc:  # a return value the comparison cannot handle is a wrong answer
+            return fail(index, case, f"got {short(got)} ({type(got).__name__}, which cannot be compared: "
+                        f"{type(exc).__name__}), expected {short(case.expected)}")
+        if not same:
+            return fail(index, case, f"got {short(got)}, expected {short(case.expected)}")
+        try:
+            problem = case.check_result(got) if case.check_result else None
+        except Exception as exc:
+            problem = f"got {short(got)}, which the check cannot inspect ({type(exc).__name__}: {short(str(exc))})"
         if problem:
-            return Verdict(name, FAIL, f"{FAIL} {name}: case {index} ({case.label}): {problem}", len(cases))
+            return fail(index, case, problem)
     return Verdict(name, PASS, f"{PASS} {name}: {len(cases)}/{len(cases)} cases", len(cases))
 
 
-def check(name: str, fn: Callable, cases: Iterable[Case], compare: Callable[[Any, Any], bool] = close_enough) -> None:
-    """Run the cases and print the one-line verdict (what a notebook's check cell shows)."""
+def raised(exc: BaseException) -> str:
+    """``raised IndexError: ... at line 4: out[i] = x`` (the learner's line when it can be found)."""
+    where = getattr(exc, "learner_line", "") or learner_line(exc)
+    message = str(exc) if len(str(exc)) <= 80 else str(exc)[:77] + "..."
+    return f"raised {type(exc).__name__}: {message}" + (f" at {where}" if where else "")
+
+
+def check(name: str, fn: Callable, cases: Iterable[Case], compare: Callable[[Any, Any], bool] = close_enough,
+          figure: Callable[[], str] | None = None) -> Verdict:
+    """Run the cases, print the one-line verdict (what a notebook's check cell shows) and return it.
+
+    ``figure``, called only on a pass, gives a performance figure ("71% of copy bandwidth") that the grader
+    reports beside the verdict. It is not part of the printed line, which nbval compares and which must not
+    depend on the machine: a notebook shows the figure in a cell of its own (``verdict.figure``).
+    """
     verdict = evaluate(name, fn, cases, compare)
+    if verdict.passed and figure is not None:
+        verdict = Verdict(verdict.name, verdict.status, verdict.line, verdict.n_cases, str(figure()))
     sink = VERDICT_SINK.get()
     if sink is not None:
         sink(verdict)
     print(verdict.line)
+    return verdict
