@@ -25,7 +25,10 @@ from mlsys_lab.course.notebook_cells import find_exercises
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = {p.stem.split("_", 1)[1]: p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
-IN_PROGRESS: set[str] = set(NOTEBOOKS)
+IN_PROGRESS: set[str] = {
+    "start_here", "operators", "loops", "roofline", "memory_hierarchy", "autotuning",
+    "training_memory", "collectives", "parallelism", "fault_tolerance", "peft", "moe",
+}
 HINT = re.compile(r"<summary>\s*Hint ([123])\b")
 EXAMPLE = re.compile(r"\b(example|for instance|e\.g\.)|>>>", re.IGNORECASE)
 
