@@ -19,15 +19,17 @@ from mlsys_lab.course.student import write_student_versions
 
 
 def write_csv(results: list[SubmissionResult], path: Path) -> None:
-    """The class table: one row per submission, 1/0 per exercise, score, max_score, and library answers used."""
+    """The class table: one row per submission, 1/0 per exercise, score, max_score, library answers used, and
+    the performance figures of kernel exercises that passed."""
     names = list(results[0].exercises) if results else []
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", *names, "score", "max_score", "flags"])
+        writer.writerow(["submission", *names, "score", "max_score", "flags", "figures"])
         for r in results:
             passed = (int(r.exercises[n].passed) for n in names)
             flags = "; ".join(f"{n}: {r.exercises[n].flag}" for n in names if r.exercises[n].used)
-            writer.writerow([r.submission, *passed, r.score, r.max_score, flags])
+            figures = "; ".join(f"{n}: {r.exercises[n].figure}" for n in names if r.exercises[n].figure)
+            writer.writerow([r.submission, *passed, r.score, r.max_score, flags, figures])
 
 
 def format_table(results: list[SubmissionResult]) -> str:
@@ -51,6 +53,9 @@ def format_table(results: list[SubmissionResult]) -> str:
     flagged = [f"  {r.submission} · {n}: {e.flag}" for r in results for n, e in r.exercises.items() if e.used]
     if flagged:
         lines += ["", "library answers used (!):", *flagged]
+    figures = [f"  {r.submission} · {n}: {e.figure}" for r in results for n, e in r.exercises.items() if e.figure]
+    if figures:
+        lines += ["", "performance of kernel exercises:", *figures]
     return "\n".join(lines)
 
 

@@ -72,6 +72,8 @@ class ExerciseResult:
     # Lesson functions that answer this exercise and that the submission called or names
     # ("mlsys_lab.fault_tolerance.reliability.expected_goodput"): flagged, not failed (README, instructor guide).
     used: tuple[str, ...] = ()
+    # A kernel exercise's performance on a pass ("71% of copy bandwidth"), computed by its check; else "".
+    figure: str = ""
 
     @property
     def flag(self) -> str:
@@ -93,7 +95,8 @@ class SubmissionResult:
 
     def to_json(self) -> dict:
         return {"submission": self.submission, "score": self.score, "max_score": self.max_score,
-                "exercises": {name: {"passed": r.passed, "message": r.message, "used": list(r.used)}
+                "exercises": {name: {"passed": r.passed, "message": r.message, "used": list(r.used),
+                                     "figure": r.figure}
                               for name, r in self.exercises.items()}}
 
 
@@ -273,7 +276,8 @@ def _exercise_result(ex_record: dict | None, serve_record: dict | None, timeout_
     if verdict is None:
         return ExerciseResult(False, f"check: {serve_record.get('why') or 'no verdict'}{flag}", used)
     hint = " (the memory limit of a worker; --memory-mb)" if "raised MemoryError" in verdict["line"] else ""
-    return ExerciseResult(bool(verdict["passed"]), f"{verdict['line']}{hint}{flag}", used)
+    figure = str(verdict.get("figure") or "")
+    return ExerciseResult(bool(verdict["passed"]), f"{verdict['line']}{hint}{flag}", used, figure)
 
 
 def default_jobs() -> int:

@@ -275,7 +275,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     }
     if hasattr(item, "verdict"):
         verdict, why, used = item.verdict
-        record["verdict"] = None if verdict is None else {"passed": verdict.passed, "line": verdict.line}
+        record["verdict"] = None if verdict is None else {"passed": verdict.passed, "line": verdict.line,
+                                                          "figure": verdict.figure}
         record["why"], record["used"] = why, used
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")

@@ -132,7 +132,7 @@ def test_json_has_exactly_the_documented_shape(graded):
     for result in by_name.values():
         assert set(result) == {"submission", "score", "max_score", "exercises"}
         assert list(result["exercises"]) == ["tensor_bytes", "add_intensity"]
-        assert all(set(e) == {"passed", "message", "used"} for e in result["exercises"].values())
+        assert all(set(e) == {"passed", "message", "used", "figure"} for e in result["exercises"].values())
         assert result["max_score"] == 2 and result["score"] == sum(scores(result).values())
 
 
@@ -178,7 +178,7 @@ def test_tampered_checks_outputs_and_metadata_earn_nothing(graded):
     ("deaf_loop", "add_intensity", f"timed out after {TIMEOUT_S} s"),
     ("crash", "tensor_bytes", "kernel died"),
     ("killed", "add_intensity", "kernel died"),
-    ("exits", "tensor_bytes", "SystemExit"),
+    ("exits", "tensor_bytes", "SystemExit: bye at line 4: sys.exit('bye')"),
     ("quits", "tensor_bytes", "tensor_bytes"),
     ("syntax", "tensor_bytes", "SyntaxError"),
 ])
@@ -203,7 +203,8 @@ def test_unreadable_submission_scores_zero_and_grading_goes_on(graded):
 def test_csv_class_table(graded):
     """Does the CSV have one row per submission, 1/0 per exercise, the totals and the library answers used?"""
     paths, by_name, rows = graded
-    assert list(rows[0]) == ["submission", "tensor_bytes", "add_intensity", "score", "max_score", "flags"]
+    assert list(rows[0]) == ["submission", "tensor_bytes", "add_intensity", "score", "max_score", "flags",
+                             "figures"]
     assert len(rows) == len(paths)
     for row in rows:
         result = by_name[Path(row["submission"]).stem]
@@ -219,6 +220,23 @@ def test_human_table_lists_lost_points():
     table = format_table(results)
     assert "ada.ipynb" in table and "1/2" in table
     assert f"ada.ipynb · b: {lost}" in table
+
+
+def test_kernel_figure_reaches_every_output_format(tmp_path):
+    """Does a kernel exercise's performance figure appear in the table, the CSV and the JSON beside pass/fail?"""
+    from mlsys_lab.course.cli import write_csv
+    from mlsys_lab.exercises import Case, check
+
+    verdict = check("copy", lambda x: x, [Case("x=1", (1,), expected=1)], figure=lambda: "71% of copy bandwidth")
+    assert verdict.passed and verdict.figure == "71% of copy bandwidth"
+    assert "71%" not in verdict.line  # the printed line stays the same on every machine (nbval compares it)
+    result = SubmissionResult("ada.ipynb", {"copy": ExerciseResult(True, verdict.line, (), verdict.figure)})
+    assert "ada.ipynb · copy: 71% of copy bandwidth" in format_table([result])
+    assert result.to_json()["exercises"]["copy"]["figure"] == "71% of copy bandwidth"
+    write_csv([result], tmp_path / "grades.csv")
+    assert next(csv.DictReader(open(tmp_path / "grades.csv")))["figures"] == "copy: 71% of copy bandwidth"
+    failing = check("copy", lambda x: 2, [Case("x=1", (1,), expected=1)], figure=lambda: "never asked")
+    assert failing.figure == ""
 
 
 def test_reference_must_be_executed_instructor_notebook(tmp_path):
