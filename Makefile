@@ -56,16 +56,18 @@ test-gpu: $(GPU_DEPS)
 execute: $(VENV)/.course
 	$(BIN)/python -m mlsys_lab.course.execute $(NB)
 
+# Handouts go beside the lessons (as on Binder), so the Lab that `make lab` opens shows them.
 student: $(VENV)/.course
-	$(BIN)/mlsys-lab student notebooks student
+	$(BIN)/mlsys-lab student notebooks notebooks/student
 
-# make grade REF=notebooks/03_roofline.ipynb SUBMISSIONS=submissions/03/ [CSV=grades_03.csv]
+# make grade REF=notebooks/03_roofline.ipynb SUBMISSIONS=submissions/03/ [CSV=grades_03.csv] [JSON=grades_03.jsonl]
+# prints the table and writes the class table (CSV) and one JSON line per submission.
 grade: $(VENV)/.course
-	@test -n "$(REF)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade REF=notebooks/NN_lesson.ipynb SUBMISSIONS=folder/ [CSV=grades.csv]"; exit 2; }
-	$(BIN)/mlsys-lab grade $(SUBMISSIONS) --reference $(REF) --csv $(or $(CSV),grades.csv)
+	@test -n "$(REF)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade REF=notebooks/NN_lesson.ipynb SUBMISSIONS=folder/ [CSV=grades.csv] [JSON=grades.jsonl]"; exit 2; }
+	$(BIN)/mlsys-lab grade $(SUBMISSIONS) --reference $(REF) --csv $(or $(CSV),grades.csv) --json-file $(or $(JSON),grades.jsonl)
 
 bench: $(VENV)/.course
 	$(BIN)/python benchmarks/widget_latency.py
 
 clean:
-	rm -rf $(VENV) student artifacts
+	rm -rf $(VENV) notebooks/student artifacts

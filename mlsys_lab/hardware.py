@@ -87,6 +87,39 @@ A100_80GB = Hardware(
     source="NVIDIA A100 Tensor Core GPU datasheet (2021)",
 )
 
+# The GPUs Colab lends (free tier: T4; paid: L4, A100 40GB).
+# NVIDIA A100 40GB SXM: as the 80GB part (same SMs and clocks) with HBM2 at 1,555 GB/s (A100 datasheet, 2021).
+A100_40GB = Hardware(
+    name="NVIDIA A100 40GB SXM",
+    peak_flop_per_s={"fp64": 9.7 * TB, "fp32": 19.5 * TB, "tf32": 156 * TB, "bf16": 312 * TB, "fp16": 312 * TB},
+    memory_bandwidth_bytes_per_s=1.555 * TB,
+    memory_bytes=40 * GB,
+    interconnect_bytes_per_s={"NVLink 3": 300 * GB, "PCIe 4 x16": 32 * GB},
+    source="NVIDIA A100 Tensor Core GPU datasheet (2021), 40GB SXM column",
+)
+
+# NVIDIA L4 datasheet (2023): 24 GB GDDR6 at 300 GB/s; FP32 30.3 TFLOPS; TF32 120*, BF16/FP16 242*,
+# FP8 485* TFLOPS (* with sparsity: dense is half); PCIe Gen4 x16 64 GB/s total = 32 GB/s each way. Ada, sm_89.
+L4 = Hardware(
+    name="NVIDIA L4",
+    peak_flop_per_s={"fp32": 30.3 * TB, "tf32": 60 * TB, "bf16": 121 * TB, "fp16": 121 * TB, "fp8": 242.5 * TB},
+    memory_bandwidth_bytes_per_s=300 * GB,
+    memory_bytes=24 * GB,
+    interconnect_bytes_per_s={"PCIe 4 x16": 32 * GB},
+    source="NVIDIA L4 Tensor Core GPU datasheet (2023); tensor figures halved from 'with sparsity'",
+)
+
+# NVIDIA T4 datasheet (2019): 16 GB GDDR6 at 320 GB/s; FP32 8.1 TFLOPS; FP16 (tensor cores, FP32 accumulate)
+# 65 TFLOPS; no bf16 (Turing, sm_75); PCIe Gen3 x16 32 GB/s total = 16 GB/s each way.
+T4 = Hardware(
+    name="NVIDIA T4",
+    peak_flop_per_s={"fp32": 8.1 * TB, "fp16": 65 * TB},
+    memory_bandwidth_bytes_per_s=320 * GB,
+    memory_bytes=16 * GB,
+    interconnect_bytes_per_s={"PCIe 3 x16": 16 * GB},
+    source="NVIDIA T4 Tensor Core GPU datasheet (2019)",
+)
+
 # A generic 8-core desktop CPU with AVX2: 8 cores x 3.0 GHz x 2 FMA units x 8 fp32 lanes x 2 FLOP
 # = 768 GFLOP/s fp32 (half for fp64); dual-channel DDR4-3200: 2 x 25.6 GB/s = 51.2 GB/s.
 GENERIC_CPU = Hardware(
@@ -97,7 +130,7 @@ GENERIC_CPU = Hardware(
     source="derived: 8 cores x 3.0 GHz x 2 FMA x 8 lanes x 2 FLOP; DDR4-3200 dual channel",
 )
 
-PRESETS: dict[str, Hardware] = {hw.name: hw for hw in (H200, H100_SXM, A100_80GB, GENERIC_CPU)}
+PRESETS: dict[str, Hardware] = {hw.name: hw for hw in (H200, H100_SXM, A100_80GB, A100_40GB, L4, T4, GENERIC_CPU)}
 
 
 def preset(name: str) -> Hardware:

@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     grader.add_argument("--reference", required=True, type=Path, help="the instructor's executed notebook")
     grader.add_argument("--json", action="store_true", help="print one JSON object per submission")
     grader.add_argument("--csv", type=Path, metavar="FILE", help="write the class table to FILE")
+    grader.add_argument("--json-file", type=Path, metavar="FILE",
+                        help="write one JSON object per submission to FILE (JSON lines), beside the table")
     grader.add_argument("--timeout", type=float, default=30.0, metavar="S",
                         help="seconds per cell (default 30)")
     grader.add_argument("--jobs", type=int, default=None, help=f"parallel kernels (default {default_jobs()})")
@@ -108,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.csv:
         write_csv(results, args.csv)
+    if args.json_file:
+        args.json_file.write_text("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results),
+                                  encoding="utf-8")
     if args.json:
         for r in results:
             print(json.dumps(r.to_json(), ensure_ascii=False))

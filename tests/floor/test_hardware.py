@@ -62,3 +62,16 @@ def test_cpu_model_is_a_name():
 
     name = cpu_model()
     assert isinstance(name, str) and name.strip() and "\n" not in name
+
+
+def test_colab_gpu_presets_by_hand():
+    """Are Colab's GPUs there with their datasheet ridges? T4 fp32 8.1 TFLOP/s over 320 GB/s = 25.3 FLOP/B;
+    L4 bf16 121 TFLOP/s dense over 300 GB/s = 403; A100 40GB bf16 312 over 1,555 GB/s = 200.6; T4 has no bf16."""
+    from mlsys_lab.hardware import A100_40GB, L4, PRESETS, T4
+
+    assert {"NVIDIA T4", "NVIDIA L4", "NVIDIA A100 40GB SXM"} <= set(PRESETS)
+    assert T4.ridge_point("fp32") == pytest.approx(25.3125)
+    assert L4.ridge_point("bf16") == pytest.approx(403.33, rel=1e-4)
+    assert A100_40GB.ridge_point("bf16") == pytest.approx(200.64, rel=1e-4)
+    with pytest.raises(ValueError, match="dtype"):
+        T4.peak("bf16")
