@@ -44,6 +44,7 @@ def main() -> None:
             measure.measure_attention(s, heads=16 if gpu else 4, repeat=10 if gpu else 3)
             for s in tqdm(attention_lengths, desc="attention")
         ],
+        "launch": measure.measure_launch(64, 1024),
         "allocation": [
             measure.measure_allocation(n)
             for n in tqdm((2**20, 2**26, 2**30 if gpu else 2**28), desc="allocation")

@@ -14,7 +14,9 @@ import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlsys_lab.validation import check_choice, check_finite, check_int, check_number, check_positive
+import numpy as np
+
+from mlsys_lab.validation import check_choice, check_finite, check_int, check_positive, check_type
 
 TB = 1e12
 GB = 1e9
@@ -41,6 +43,11 @@ class Hardware:
         check_finite("memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s, low=0.0, low_inclusive=False)
         if not (isinstance(self.memory_bytes, float) and math.isnan(self.memory_bytes)):  # NaN: capacity unknown
             check_finite("memory_bytes", self.memory_bytes, low=0.0)
+        check_type("name", self.name, str)
+        check_type("source", self.source, str)
+        for label in ("interconnect_bytes_per_s", "cache_bandwidth_bytes_per_s"):
+            for link, rate in check_type(label, getattr(self, label), dict).items():
+                check_finite(f"{label}[{link!r}]", rate, low=0.0, low_inclusive=False)
 
     def peak(self, dtype: str = "fp32") -> float:
         """Peak FLOP/s for ``dtype``."""
@@ -159,6 +166,12 @@ class ProbeResult:
     copy_bytes: int
     backend: str
 
+    def __post_init__(self) -> None:
+        check_type("hardware", self.hardware, Hardware)
+        check_int("matmul_n", self.matmul_n, low=1)
+        check_int("copy_bytes", self.copy_bytes, low=1)
+        check_type("backend", self.backend, str)
+
     def summary(self) -> str:
         hw = self.hardware
         flops = ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in hw.peak_flop_per_s.items())
@@ -168,7 +181,8 @@ class ProbeResult:
 
 @functools.lru_cache(maxsize=4)
 def probe(matmul_n: int | None = None, copy_mib: int | None = None) -> ProbeResult:
-    """Measure this machine: matmul FLOP/s (2n³ per product) and copy bandwidth (bytes read + written).
+    """Measure this machine: matmul FLOP/s (2n³ per product, standard-normal operands) and copy bandwidth
+    (bytes read + written).
 
     NumPy (BLAS) on a CPU, CuPy (cuBLAS, device copy) on a GPU; the median of timed runs after
     warm-up. The result is cached for the session: call ``probe.cache_clear()`` to measure again.
@@ -182,9 +196,12 @@ def probe(matmul_n: int | None = None, copy_mib: int | None = None) -> ProbeResu
     copy_mib = check_int("copy_mib", copy_mib if copy_mib is not None else (1024 if gpu else 128), low=1)
     dtypes = {"fp32": xp.float32, "fp16": xp.float16} if gpu else {"fp32": xp.float32, "fp64": xp.float64}
     peaks = {}
+    # Random operands, not ones: a GPU's power draw (and so its clock) depends on the bits it multiplies,
+    # and matrices of ones flatter it (on the H200, fp16: 874 TFLOP/s with ones, about 750 with random data).
+    rng = np.random.default_rng(0)
     for label, dtype in dtypes.items():
-        a = xp.ones((matmul_n, matmul_n), dtype=dtype)
-        b = xp.ones((matmul_n, matmul_n), dtype=dtype)
+        a, b = (xp.asarray(rng.standard_normal((matmul_n, matmul_n), dtype=np.float32)).astype(dtype)
+                for _ in range(2))
         out = xp.empty_like(a)
         timing = benchmark(lambda a=a, b=b, out=out: xp.matmul(a, b, out=out), warmup=2, repeat=5 if not gpu else 20)
         peaks[label] = 2 * matmul_n**3 / timing.median
@@ -205,14 +222,15 @@ def probe(matmul_n: int | None = None, copy_mib: int | None = None) -> ProbeResu
 
 def transfer_seconds(n_bytes: float, bandwidth_bytes_per_s: float, latency_s: float = 0.0) -> float:
     """Time to move ``n_bytes`` over a link: latency + n_bytes / bandwidth (the α-β model)."""
-    n_bytes = check_number("n_bytes", n_bytes, low=0)
+    n_bytes = check_finite("n_bytes", n_bytes, low=0)
     bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
-    latency_s = check_number("latency_s", latency_s, low=0)
+    latency_s = check_finite("latency_s", latency_s, low=0)
     return latency_s + n_bytes / bandwidth_bytes_per_s
 
 
 def links_of(hw: Hardware) -> dict[str, float]:
     """Every data path of ``hw`` with its bandwidth (bytes/s): memory first, then interconnects."""
+    check_type("hw", hw, Hardware)
     return {"memory (HBM/DRAM)": hw.memory_bandwidth_bytes_per_s, **hw.interconnect_bytes_per_s}
 
 

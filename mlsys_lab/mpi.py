@@ -93,7 +93,7 @@ def run_mpi(module: str, n_procs: int, args: list[str], timeout_s: float = 120.0
     :class:`MpiUnavailable` when there is no mpiexec or mpi4py, RuntimeError (with the tail of
     stderr) when the run fails or the processes did not join one communicator.
     """
-    check_positive("timeout_s", timeout_s)
+    check_positive("timeout_s", timeout_s, finite=False)  # inf: wait as long as it takes
     mpiexec = find_mpiexec()
     if mpiexec is None:
         raise MpiUnavailable(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlsys_lab.backend import xp
+from mlsys_lab.backend import module_of, xp
 from mlsys_lab.validation import check_int, check_positive
 
 Params = dict  # name -> xp array
@@ -30,7 +30,7 @@ def init_normal(rng: np.random.Generator, shape: tuple[int, ...], std: float) ->
 def softmax(logits, axis: int = -1):
     """Numerically stable softmax: exp(z - max z) / Σ exp(z - max z)."""
     shifted = logits - logits.max(axis=axis, keepdims=True)
-    e = xp.exp(shifted)
+    e = module_of(logits).exp(shifted)  # NumPy input stays NumPy in a GPU session
     return e / e.sum(axis=axis, keepdims=True)
 
 
@@ -41,27 +41,28 @@ def cross_entropy(logits, labels) -> tuple[float, object]:
     """
     n = logits.shape[0]
     probs = softmax(logits)
-    picked = probs[xp.arange(n), labels]
-    loss = float(-xp.log(picked + 1e-12).mean())
+    mod = module_of(logits)
+    picked = probs[mod.arange(n), labels]
+    loss = float(-mod.log(picked + 1e-12).mean())
     grad = probs.copy()
-    grad[xp.arange(n), labels] -= 1.0
+    grad[mod.arange(n), labels] -= 1.0
     return loss, grad / n
 
 
 def mse_loss(prediction, target) -> tuple[float, object]:
     """L = ½ · mean((ŷ − y)²) over every element, and dL/dŷ = (ŷ − y) / N (N: number of elements)."""
     diff = prediction - target
-    return float(0.5 * xp.mean(diff * diff)), diff / diff.size
+    return float(0.5 * (diff * diff).mean()), diff / diff.size
 
 
 def gelu(x):
     """GELU, tanh form (Hendrycks & Gimpel 2016): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
-    return 0.5 * x * (1 + xp.tanh(GELU_C * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + module_of(x).tanh(GELU_C * (x + 0.044715 * x**3)))
 
 
 def gelu_grad(x):
     """d gelu / dx of the tanh form: 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²), t the tanh."""
-    t = xp.tanh(GELU_C * (x + 0.044715 * x**3))
+    t = module_of(x).tanh(GELU_C * (x + 0.044715 * x**3))
     return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x**2)
 
 

@@ -60,9 +60,13 @@ def check_number(
     return value
 
 
-def check_positive(name: str, value) -> float:
-    """A strictly positive number (sizes, bandwidths, times)."""
-    return check_number(name, value, low=0.0, low_inclusive=False)
+def check_positive(name: str, value, *, finite: bool = True) -> float:
+    """A strictly positive number (sizes, bandwidths, times), finite unless ``finite=False`` (an infinite
+    size or time in a formula only turns its result into inf or NaN)."""
+    value = check_number(name, value, low=0.0, low_inclusive=False)
+    if finite and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number > 0; got {value}")
+    return value
 
 
 def check_finite(name: str, value, *, low: float | None = None, low_inclusive: bool = True) -> float:
@@ -71,6 +75,51 @@ def check_finite(name: str, value, *, low: float | None = None, low_inclusive: b
     if not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number; got {value}")
     return value
+
+
+def check_bool(name: str, value) -> bool:
+    """A flag: True or False. A 0 or 1 here is usually an argument given in the wrong place."""
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False; got {value!r:.60}")
+    return bool(value)
+
+
+def check_type(name: str, value, kinds: type | tuple[type, ...]):
+    """``value`` must be an instance of ``kinds`` (a str, a Generator, a Graph, ...): TypeError naming ``name``."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):  # True is an int too
+        wanted = " or ".join(k.__name__ for k in kinds)
+        raise TypeError(f"{name} must be a {wanted}; got {type(value).__name__} {value!r:.60}")
+    return value
+
+
+def check_array(name: str, value, *, ndim: int | tuple[int, ...] | None = None, kinds: str = "fiu",
+                finite: bool = False, min_size: int = 1):
+    """``value`` as an array of numbers (NumPy, or CuPy left on the GPU): TypeError unless its dtype kind is in
+    ``kinds`` ('f' float, 'i'/'u' integer, 'b' bool); ValueError for another number of dimensions, fewer than
+    ``min_size`` elements or, with ``finite``, a NaN or inf. Every message names ``name``."""
+    import numpy as np
+
+    if hasattr(value, "dtype") and hasattr(value, "shape") and hasattr(value, "ndim"):
+        array = value
+    else:
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as error:  # ragged lists, objects NumPy cannot read
+            raise TypeError(f"{name} must be an array of numbers; got {type(value).__name__}") from error
+    if array.dtype.kind not in kinds:
+        raise TypeError(f"{name} must be an array of numbers (dtype kind in {kinds!r}); got "
+                        f"{type(value).__name__} of dtype {array.dtype}")
+    dims = (ndim,) if isinstance(ndim, int) else ndim
+    if dims is not None and array.ndim not in dims:
+        raise ValueError(f"{name} must have {' or '.join(map(str, dims))} dimensions; got shape {tuple(array.shape)}")
+    if array.size < min_size:
+        raise ValueError(f"{name} must have at least {min_size} element(s); got shape {tuple(array.shape)}")
+    if finite and array.dtype.kind == "f" and not bool((abs(array) < float("inf")).all()):
+        raise ValueError(f"{name} must hold finite numbers (no NaN or inf)")
+    return array
 
 
 def check_index_array(name: str, indices, n: int, *, of_name: str):
@@ -94,7 +143,11 @@ def check_index_array(name: str, indices, n: int, *, of_name: str):
 def check_choice(name: str, value, choices: Iterable) -> object:
     """``value`` must be one of ``choices``."""
     choices = tuple(choices)
-    if value not in choices:
+    try:  # an array compares element by element, a list is unhashable: neither is one of the choices
+        found = (not hasattr(value, "ndim") or value.ndim == 0) and value in choices
+    except (TypeError, ValueError):
+        found = False
+    if not found:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
 

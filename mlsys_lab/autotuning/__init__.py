@@ -22,6 +22,7 @@ from mlsys_lab.autotuning.features import (
 from mlsys_lab.autotuning.search import (
     STRATEGIES,
     evaluations_to_reach,
+    factorial_grid,
     grid_search,
     model_guided_search,
     random_search,
@@ -43,6 +44,7 @@ __all__ = [
     "INSTRUCTION_CLASSES", "STATIC_FEATURES", "count_ptx_instructions", "ptxas_resources", "compile_static_features",
     "ranks", "spearman", "standardize",
     "gp_posterior", "cross_validated_predictions",
-    "grid_search", "random_search", "model_guided_search", "search_curves", "evaluations_to_reach", "STRATEGIES",
+    "factorial_grid", "grid_search", "random_search", "model_guided_search",
+    "search_curves", "evaluations_to_reach", "STRATEGIES",
     "strategy_curves",
 ]

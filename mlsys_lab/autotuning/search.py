@@ -4,7 +4,8 @@ A configuration space is a finite table: ``features`` (n_configs, d) describing 
 ``seconds`` (n_configs,) its measured run time. Searches here replay a measured table, so a strategy's
 *sample efficiency* (best time found after t measurements, over many seeds) costs no GPU time.
 
-* strategies: :func:`grid_search`, :func:`random_search`, :func:`model_guided_search` (a Gaussian-process
+* strategies: :func:`grid_search` (and the factorial grid :func:`factorial_grid`), :func:`random_search`,
+  :func:`model_guided_search` (a Gaussian-process
   surrogate with a lower-confidence-bound pick, as in Bayesian optimisation; Snoek et al. 2012);
 * :func:`search_curves`: best-found/optimum after each evaluation, one row per seed;
 * :func:`strategy_curves`: the lesson's four strategies by name, on a recorded space
@@ -15,7 +16,8 @@ Shapes: features (n_configs, d); seconds (n_configs,); curves (n_seeds, budget).
 
 from __future__ import annotations
 
-from typing import Callable
+import itertools
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -25,13 +27,48 @@ from mlsys_lab.validation import check_choice, check_int
 Strategy = Callable[[np.ndarray, np.ndarray, int, int], np.ndarray]
 
 
+def factorial_grid(n_values: Sequence[int], budget: int) -> list[tuple[int, ...]]:
+    """The points of a full factorial grid that fits ``budget``: value indices per knob, in nested-loop order.
+
+    Every knob gets the same number of points ``g`` (all its values if it has fewer), the largest ``g`` for
+    which the grid still has at most ``budget`` points; a knob with ``L`` values is sampled at the cell
+    centres ``(2 t + 1) L // (2 g)`` for t = 0..g-1 (g = 1 picks the middle value, g = L every value).
+    With d knobs a grid of g points per knob costs g**d measurements: the curse of dimensionality that
+    makes grids lose to random search (Bergstra & Bengio 2012).
+    """
+    if isinstance(n_values, (str, bytes)) or not hasattr(n_values, "__iter__"):
+        raise TypeError(f"n_values must be a sequence of value counts, one per knob; got {n_values!r:.40}")
+    sizes = [check_int("n_values", v, low=1) for v in n_values]
+    if not sizes:
+        raise ValueError("n_values must list at least one knob; got an empty list")
+    budget = check_int("budget", budget, low=1)
+
+    def count(g: int) -> int:
+        return int(np.prod([min(size, g) for size in sizes]))
+
+    g = 1
+    while g < max(sizes) and count(g + 1) <= budget:
+        g += 1
+    axes = [[(2 * t + 1) * size // (2 * min(size, g)) for t in range(min(size, g))] for size in sizes]
+    return list(itertools.product(*axes))
+
+
 def grid_search(features: np.ndarray, seconds: np.ndarray, budget: int, seed: int = 0) -> np.ndarray:
-    """A regular sweep: every (n / budget)-th config in table order, starting at a seed-chosen offset."""
+    """A regular sweep of a measured table: configs sorted in nested-loop (lexicographic) order of their
+    ``features``, every (n / budget)-th one measured, from a seed-chosen offset within the first stride.
+
+    A partly measured space has no complete factorial grid (:func:`factorial_grid`); this is the sweep a
+    grid tuner makes through the configs that exist, the first knob varying slowest.
+    """
     n = len(seconds)
     budget = check_int("budget", budget, low=1, high=n)
+    features = np.asarray(features)
+    if features.ndim == 2 and len(features) != n:
+        raise ValueError(f"features must have one row per config of seconds ({n}); got shape {features.shape}")
+    table_order = np.lexsort(features.T[::-1]) if features.ndim == 2 and features.shape[1] else np.arange(n)
     stride = n / budget
     offset = np.random.default_rng(seed).uniform(0, stride)
-    return (np.floor(offset + stride * np.arange(budget)).astype(int)) % n
+    return table_order[(np.floor(offset + stride * np.arange(budget)).astype(int)) % n]
 
 
 def random_search(features: np.ndarray, seconds: np.ndarray, budget: int, seed: int = 0) -> np.ndarray:

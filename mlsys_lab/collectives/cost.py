@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from mlsys_lab.validation import check_choice, check_finite, check_int, check_number, check_positive
+from mlsys_lab.validation import check_array, check_choice, check_finite, check_int, check_positive
 
 ALGORITHMS = ("naive", "ring", "tree", "halving_doubling")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
@@ -56,8 +56,8 @@ def allreduce_time(algorithm: str, n_bytes, n_ranks: int, alpha: float, beta: fl
 
     ``alpha`` in seconds, ``beta`` in seconds per byte (1 / bandwidth_bytes_per_s).
     """
-    check_number("alpha", alpha, low=0)
-    check_number("beta", beta, low=0)
+    check_finite("alpha", alpha, low=0)
+    check_finite("beta", beta, low=0)
     n_bytes = _check_bytes(n_bytes)
     a, b = allreduce_coefficients(algorithm, n_ranks)
     return a * alpha + b * n_bytes * beta
@@ -70,8 +70,8 @@ def collective_time(collective: str, n_bytes, n_ranks: int, alpha: float, beta: 
     (binomial tree); all_to_all: (p−1)(α + n/p·β) (pairwise exchange); all_reduce: the ring.
     """
     check_choice("collective", collective, COLLECTIVES)
-    check_number("alpha", alpha, low=0)
-    check_number("beta", beta, low=0)
+    check_finite("alpha", alpha, low=0)
+    check_finite("beta", beta, low=0)
     n_bytes = _check_bytes(n_bytes)
     p = check_int("n_ranks", n_ranks, low=1)
     if collective == "all_reduce":
@@ -81,10 +81,11 @@ def collective_time(collective: str, n_bytes, n_ranks: int, alpha: float, beta: 
     return (p - 1) * (alpha + n_bytes / p * beta)
 
 
-def _check_bytes(n_bytes):
-    array = np.asarray(n_bytes, dtype=float)
-    if np.any(~np.isfinite(array)) or np.any(array < 0):
-        raise ValueError(f"n_bytes must be >= 0 and finite; got {n_bytes!r}")
+def _check_bytes(n_bytes, name: str = "n_bytes", positive: bool = False):
+    """A size (or seconds) in bytes, scalar or array: numbers, finite, >= 0 (> 0 with ``positive``)."""
+    array = np.asarray(check_array(name, n_bytes, kinds="fiu", min_size=0), dtype=float)
+    if np.any(~np.isfinite(array)) or np.any(array <= 0 if positive else array < 0):
+        raise ValueError(f"{name} must be {'> 0' if positive else '>= 0'} and finite; got {n_bytes!r:.80}")
     return array if array.ndim else float(array)
 
 
@@ -101,7 +102,7 @@ BUS_FACTOR = {  # nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor
 
 def algorithm_bandwidth(n_bytes, seconds):
     """algbw = n_bytes / seconds (bytes per second): the size of the vector over the time."""
-    check_positive("seconds", float(np.min(seconds)))
+    seconds = _check_bytes(seconds, "seconds", positive=True)
     return _check_bytes(n_bytes) / np.asarray(seconds, dtype=float)
 
 
@@ -121,8 +122,10 @@ def crossover_bytes(algorithm_a: str, algorithm_b: str, n_ranks: int, alpha: flo
 
     a_A·α + b_A·n·β = a_B·α + b_B·n·β  ⇒  n* = (a_B − a_A)·α / ((b_A − b_B)·β).
     """
-    check_positive("alpha", alpha)
-    check_positive("beta", beta)
+    check_finite("alpha", alpha, low=0, low_inclusive=False)
+    check_finite("beta", beta, low=0, low_inclusive=False)
+    check_choice("algorithm_a", algorithm_a, ALGORITHMS)
+    check_choice("algorithm_b", algorithm_b, ALGORITHMS)
     a1, b1 = allreduce_coefficients(algorithm_a, n_ranks)
     a2, b2 = allreduce_coefficients(algorithm_b, n_ranks)
     if b1 == b2:
@@ -136,14 +139,17 @@ def latency_bandwidth_balance_bytes(algorithm: str, n_ranks: int, alpha: float, 
 
     For the ring: n½ = 2(p−1)α / (2(p−1)/p·β) = p·α/β, which grows with the rank count.
     """
-    check_positive("alpha", alpha)
-    check_positive("beta", beta)
+    check_finite("alpha", alpha, low=0, low_inclusive=False)
+    check_finite("beta", beta, low=0, low_inclusive=False)
     a, b = allreduce_coefficients(algorithm, n_ranks)
     return a * alpha / (b * beta) if b else float("nan")
 
 
 def best_algorithm(n_bytes: float, n_ranks: int, alpha: float, beta: float) -> str:
     """The all-reduce algorithm with the smallest α-β time for this size."""
+    n_bytes = _check_bytes(n_bytes)
+    if not isinstance(n_bytes, float):
+        raise TypeError(f"n_bytes must be one size (a number), not an array of shape {n_bytes.shape}")
     times = {name: float(allreduce_time(name, n_bytes, n_ranks, alpha, beta)) for name in ALGORITHMS}
     return min(times, key=times.get)
 
@@ -155,7 +161,7 @@ def fit_alpha_beta(n_bytes, seconds, algorithm: str = "ring", n_ranks: int = 2) 
     same; returns (alpha_seconds, beta_seconds_per_byte).
     """
     n_bytes = np.atleast_1d(_check_bytes(n_bytes))
-    seconds = np.atleast_1d(np.asarray(seconds, dtype=float))
+    seconds = np.atleast_1d(_check_bytes(seconds, "seconds", positive=True))
     if n_bytes.shape != seconds.shape or n_bytes.size < 2:
         raise ValueError(
             f"n_bytes and seconds must be equal-length arrays of >= 2 points; got {n_bytes.shape} "
@@ -177,29 +183,65 @@ def hierarchical_allreduce_time(
     beta_intra: float,
     alpha_inter: float,
     beta_inter: float,
+    nics_per_node: int | None = None,
 ):
     """Reduce-scatter inside each node, ring all-reduce of n/g across nodes, all-gather inside the node.
 
-    t = 2(g−1)(α_i + n/g·β_i) + 2(N−1)(α_x + n/(gN)·β_x): each inter-node ring carries only 1/g of
-    the vector, and g such rings (one per local GPU) run in parallel on g NICs.
+    t = 2(g−1)(α_i + n/g·β_i) + 2(N−1)(α_x + n/(gN)·β_x·g/k): each inter-node ring carries only 1/g of
+    the vector, and the g rings (one per local GPU) share the node's k = ``nics_per_node`` NICs
+    (default g: one NIC per GPU, as on DGX A100/H100/H200, so all g run at full NIC speed). The three
+    phases run one after the other; NCCL's flat rings pipeline them instead
+    (:func:`flat_ring_allreduce_time` with ``n_channels``).
     """
     n_bytes = _check_bytes(n_bytes)
     nodes = check_int("n_nodes", n_nodes, low=1)
     g = check_int("gpus_per_node", gpus_per_node, low=1)
+    nics = g if nics_per_node is None else check_int("nics_per_node", nics_per_node, low=1, high=g)
     alpha_intra = check_finite("alpha_intra", alpha_intra, low=0.0)
     beta_intra = check_finite("beta_intra", beta_intra, low=0.0)
     alpha_inter = check_finite("alpha_inter", alpha_inter, low=0.0)
     beta_inter = check_finite("beta_inter", beta_inter, low=0.0)
     intra = 2 * (g - 1) * (alpha_intra + n_bytes / g * beta_intra)
-    return intra + allreduce_time("ring", n_bytes / g, nodes, alpha_inter, beta_inter)
+    return intra + allreduce_time("ring", n_bytes / g, nodes, alpha_inter, beta_inter * g / nics)
+
+
+def _check_link_terms(alpha_intra, beta_intra, alpha_inter, beta_inter) -> None:
+    for label, value in (("alpha_intra", alpha_intra), ("beta_intra", beta_intra), ("alpha_inter", alpha_inter),
+                         ("beta_inter", beta_inter)):
+        check_finite(label, value, low=0.0)
 
 
 def flat_ring_allreduce_time(
-    n_bytes, n_nodes: int, gpus_per_node: int, alpha_inter: float, beta_inter: float
+    n_bytes,
+    n_nodes: int,
+    gpus_per_node: int,
+    alpha_inter: float,
+    beta_inter: float,
+    n_channels: int = 1,
+    beta_intra: float = 0.0,
 ):
-    """One ring over all N·g GPUs, every step paced by the slowest (inter-node) link."""
+    """A ring over all P = N·g GPUs, split into ``n_channels`` rings that leave each node on different NICs.
+
+    t = 2(P−1)·α_x + 2(P−1)/P·n·max(β_x / C, β_i).
+
+    NCCL splits a collective into C *channels*, each a ring over every GPU carrying n/C bytes. On an
+    NVLink node a channel enters the node through one NIC, visits the local GPUs over NVLink and
+    leaves through another, so with one NIC per channel the node's C NICs carry the C channels side
+    by side (S. Jeaugey, NVIDIA/nccl issue #412: "data can flow from the NIC to the nearest GPU, go
+    through all the other GPUs through NVLink, then exit from the last GPU, back to the NIC", and
+    "NCCL is able to aggregate the bandwidth of multiple NICs, but that requires ... NVLink with a
+    bandwidth that matches or exceeds the sum of the bandwidth of all NICs"). A node then crosses at
+    C/β_x bytes/s; each GPU still sends its 2(P−1)/P·n bytes, most of them over NVLink, which caps the
+    rate at 1/β_i (``beta_intra``, 0 for no cap). Latency: every step of a channel waits for its
+    slowest hop, 2(P−1)·α_x. ``n_channels = 1`` (the default) is the single ring that runs all P GPUs
+    at one NIC's speed: the strawman that NCCL does not build on a multi-NIC node.
+    """
     p = check_int("n_nodes", n_nodes, low=1) * check_int("gpus_per_node", gpus_per_node, low=1)
-    return allreduce_time("ring", n_bytes, p, alpha_inter, beta_inter)
+    channels = check_int("n_channels", n_channels, low=1, high=1024)
+    check_finite("alpha_inter", alpha_inter, low=0.0)
+    check_finite("beta_inter", beta_inter, low=0.0)
+    check_finite("beta_intra", beta_intra, low=0.0)
+    return allreduce_time("ring", n_bytes, p, alpha_inter, max(beta_inter / channels, beta_intra))
 
 
 def flat_alltoall_time(
@@ -215,6 +257,7 @@ def flat_alltoall_time(
     n_bytes = _check_bytes(n_bytes)
     g = check_int("gpus_per_node", gpus_per_node, low=1)
     p = check_int("n_nodes", n_nodes, low=1) * g
+    _check_link_terms(alpha_intra, beta_intra, alpha_inter, beta_inter)
     return (g - 1) * (alpha_intra + n_bytes / p * beta_intra) + (p - g) * (
         alpha_inter + n_bytes / p * beta_inter
     )
@@ -237,6 +280,7 @@ def hierarchical_alltoall_time(
     n_bytes = _check_bytes(n_bytes)
     nodes = check_int("n_nodes", n_nodes, low=1)
     g = check_int("gpus_per_node", gpus_per_node, low=1)
+    _check_link_terms(alpha_intra, beta_intra, alpha_inter, beta_inter)
     return (g - 1) * (alpha_intra + n_bytes / g * beta_intra) + (nodes - 1) * (
         alpha_inter + n_bytes / nodes * beta_inter
     )

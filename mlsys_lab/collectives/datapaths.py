@@ -27,11 +27,11 @@ def link_ratio(hardware: Hardware, fast: str, slow: str) -> float:
 
 def measure_host_copy(n_bytes: int = 64 * 2**20, repeat: int = 10) -> float:
     """Bandwidth of an ordinary (load/store) host memory copy, bytes read + written per second."""
-    n_bytes = check_int("n_bytes", n_bytes, low=1)
+    n_bytes = check_int("n_bytes", n_bytes, low=1, high=2**31)  # two buffers of up to 2 GiB
     src = np.ones(n_bytes, dtype=np.uint8)
     dst = np.empty_like(src)
     timing = benchmark(
-        lambda: np.copyto(dst, src), warmup=2, repeat=check_int("repeat", repeat, low=1), use_gpu=False
+        lambda: np.copyto(dst, src), warmup=2, repeat=check_int("repeat", repeat, low=1, high=1000), use_gpu=False
     )
     return 2 * n_bytes / timing.median
 

@@ -96,7 +96,7 @@ def train_compressed(
     (index, value). powersgd: rank-``rank`` P and Q all-reduced, warm-started Q (Vogels et al. 2019).
     """
     check_choice("method", method, METHODS)
-    steps = check_int("steps", steps, low=1)
+    steps = check_int("steps", steps, low=1, high=10**6)
     check_positive("lr", lr)
     check_positive("k_fraction", k_fraction)
     rank = check_int("rank", rank, low=1)
@@ -156,7 +156,7 @@ def train_stale(
     s = 0 is ordinary synchronous SGD.
     """
     s = check_int("staleness", staleness, low=0)
-    steps = check_int("steps", steps, low=1)
+    steps = check_int("steps", steps, low=1, high=10**6)
     check_positive("lr", lr)
     g = np.random.default_rng(seed)
     weights = np.zeros_like(problem.true_weights)

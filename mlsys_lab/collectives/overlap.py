@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsys_lab.collectives.cost import allreduce_time
-from mlsys_lab.validation import check_int, check_number, check_positive
+from mlsys_lab.validation import check_finite, check_int, check_number, check_positive, check_type
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,14 @@ class Timeline:
     buckets: tuple[tuple[int, ...], ...]  # layer indices in each bucket
     backward_seconds: float
     step_seconds: float  # backward + the communication that sticks out after it
+
+    def __post_init__(self) -> None:
+        for name, width in (("compute", 3), ("comm", 3), ("buckets", None)):
+            rows = check_type(name, getattr(self, name), (tuple, list))
+            if not all(isinstance(r, (tuple, list)) and (width is None or len(r) == width) for r in rows):
+                raise TypeError(f"{name} must be a tuple of {'(start, end, ...)' if width else 'index'} tuples")
+        check_finite("backward_seconds", self.backward_seconds, low=0.0)
+        check_finite("step_seconds", self.step_seconds, low=self.backward_seconds)
 
     @property
     def exposed_comm_seconds(self) -> float:
@@ -127,7 +135,7 @@ def transformer_gradients(
     the forward's 2) at ``flop_per_s`` sustained. Returns (seconds, bytes), 4·n_layers entries each.
     """
     n_layers = check_int("n_layers", n_layers, low=1, high=512)
-    d_model = check_int("d_model", d_model, low=1)
+    d_model = check_int("d_model", d_model, low=1, high=2**20)
     tokens = check_int("tokens", tokens, low=1)
     check_positive("flop_per_s", flop_per_s)
     grad_bytes_per_param = check_int("grad_bytes_per_param", grad_bytes_per_param, low=1)

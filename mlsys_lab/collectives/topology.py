@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlsys_lab.validation import check_choice, check_int, check_positive
+from mlsys_lab.validation import check_array, check_choice, check_finite, check_int, check_type
 
 TOPOLOGIES = ("ring", "tree", "fat_tree", "torus_2d", "torus_3d", "fully_connected")
 
@@ -44,6 +44,25 @@ class Topology:
     n_vertices: int  # hosts + switches
     edges: tuple[tuple[int, int, float], ...]  # (u, v, capacity in links)
     positions: np.ndarray  # (n_vertices, 2) for drawing
+
+    def __post_init__(self) -> None:
+        check_type("name", self.name, str)
+        check_int("n_nodes", self.n_nodes, low=1, high=2**20)
+        check_int("n_vertices", self.n_vertices, low=self.n_nodes, high=2**21)
+        check_type("edges", self.edges, (tuple, list))
+        for edge in self.edges:
+            try:
+                ok = len(edge) == 3 and all(0 <= int(e) < self.n_vertices for e in edge[:2]) \
+                    and 0 < float(edge[2]) < float("inf")
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ValueError(f"edges must be (u, v, capacity) with 0 <= u, v < n_vertices={self.n_vertices} "
+                                 f"and a finite capacity > 0; got {edge!r:.60}")
+        positions = check_array("positions", self.positions, ndim=2, kinds="fiu", finite=True, min_size=0)
+        if positions.shape != (self.n_vertices, 2):
+            raise ValueError(f"positions must have shape (n_vertices, 2) = ({self.n_vertices}, 2); "
+                             f"got {positions.shape}")
 
     def segments(self) -> list[tuple[np.ndarray, float]]:
         """(polyline, capacity) pairs for drawing; a torus link that wraps around is drawn as two stubs."""
@@ -130,7 +149,7 @@ def bisection_links(topology: str, n_nodes: int) -> float:
 
 def bisection_bandwidth(topology: str, n_nodes: int, link_bandwidth: float) -> float:
     """Bisection bandwidth in the unit of ``link_bandwidth``: bisection_links × link_bandwidth."""
-    check_positive("link_bandwidth", link_bandwidth)
+    check_finite("link_bandwidth", link_bandwidth, low=0, low_inclusive=False)
     return bisection_links(topology, n_nodes) * link_bandwidth
 
 
@@ -188,6 +207,7 @@ def _build_torus(topology: str, n: int) -> Topology:
 
 def graph_diameter(topo: Topology) -> int:
     """Largest host-to-host hop count, by breadth-first search from every host."""
+    check_type("topo", topo, Topology)
     neighbours = [[] for _ in range(topo.n_vertices)]
     for u, v, _ in topo.edges:
         neighbours[u].append(v)
@@ -209,6 +229,7 @@ def graph_diameter(topo: Topology) -> int:
 
 def brute_force_bisection_links(topo: Topology) -> float:
     """Minimum cut over all equal splits of the hosts (switches on either side): small graphs only."""
+    check_type("topo", topo, Topology)
     n, n_switches = topo.n_nodes, topo.n_vertices - topo.n_nodes
     if n > 16 or n_switches > 15:
         raise ValueError(f"brute force is for at most 16 hosts and 15 switches; got {n} and {n_switches}")

@@ -285,6 +285,18 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def cell_timeout(timeout_s: float, jobs: int) -> float:
+    """The wall-clock limit per cell when ``jobs`` gradings share this machine's cores.
+
+    ``timeout_s`` is what one cell may take on a core of its own. Each job runs two busy processes (the
+    pytest process computing the check, the learner's kernel answering it), so with more jobs than cores a
+    cell gets a fraction of a core and its wall time stretches by ``jobs / cores``; the limit stretches with
+    it, so that the same submission gets the same verdict with ``--jobs 1`` and ``--jobs 12``. (An endless
+    loop is still stopped, later; the per-exercise CPU limit does not depend on the load.)
+    """
+    return timeout_s * max(1.0, jobs / default_jobs())
+
+
 def _plan(path: Path, reference: Reference, result: SubmissionResult) -> dict[str, str]:
     """Fill in what needs no kernel (unreadable file, exercise not attempted); return the sources to run."""
     try:
@@ -309,8 +321,9 @@ def grade(submissions: list[Path], reference_path: Path, timeout_s: float = 30.0
 
     Each submission becomes one graded notebook (its attempted exercises, one segment each), alone in
     its own folder, run by nbval in one confined worker kernel that is replaced whenever an exercise
-    kills or hangs it. ``timeout_s`` is wall-clock seconds per cell; ``cpu_seconds`` CPU seconds per
-    exercise and ``memory_mb`` the worker's address space (0: no limit).
+    kills or hangs it. ``timeout_s`` is wall-clock seconds per cell on a core of its own (stretched by
+    :func:`cell_timeout` when there are more jobs than cores); ``cpu_seconds`` CPU seconds per exercise and
+    ``memory_mb`` the worker's address space (0: no limit).
     """
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
@@ -335,7 +348,9 @@ def grade(submissions: list[Path], reference_path: Path, timeout_s: float = 30.0
                 nbformat.write(nb, target)
                 graded.append((result, target, positions))
         check_cells = {target.name: {c for _, c in positions.values()} for _, target, positions in graded}
-        records = _run_nbval([target for _, target, _ in graded], workdir, timeout_s, jobs or default_jobs(),
+        jobs = min(jobs or default_jobs(), max(len(graded), 1))
+        timeout_s = cell_timeout(timeout_s, jobs)
+        records = _run_nbval([target for _, target, _ in graded], workdir, timeout_s, jobs,
                              check_cells, show_progress, cpu_seconds, memory_mb) if graded else []
     by_cell = {(r["notebook"], r["cell"]): r for r in records}
     for result, target, positions in graded:

@@ -56,12 +56,22 @@ LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
     "tensor_bytes": ("mlsys_lab.start_here.transfers:tensor_bytes",),
     "add_intensity": ("mlsys_lab.operators.cost:elementwise_cost",),
     "matmul_intensity": ("mlsys_lab.operators.cost:matmul_cost",),
+    "assign_offsets": ("mlsys_lab.operators.memory_plan:plan_greedy_by_size",),
+    "dynamic_schedule": ("mlsys_lab.operators.schedule:list_schedule",),
+    "fuse_graph": ("mlsys_lab.operators.passes:fuse_elementwise",),
+    "classify_bound": ("mlsys_lab.roofline.model:hierarchical_attainable",),
+    "loads_in_flight": ("mlsys_lab.roofline.littles_law:loaded_latency",),
+    "measure_on_roofline": ("mlsys_lab.roofline.model:place",),
     "legal_orders": ("mlsys_lab.loops.dependence:legal_orders",),
     "misses_per_iteration": ("mlsys_lab.loops.cache_model:misses_per_iteration",),
+    "sectors": ("mlsys_lab.memory_hierarchy.simt:sectors_per_request",),
+    "bank_passes": ("mlsys_lab.memory_hierarchy.simt:shared_passes",
+                    "mlsys_lab.memory_hierarchy.simt:bank_conflict_degree"),
     "spearman": ("mlsys_lab.autotuning.stats:spearman",),
     "allreduce_time": ("mlsys_lab.collectives.cost:allreduce_time", "mlsys_lab.collectives.cost:collective_time"),
     "bus_bandwidth": ("mlsys_lab.collectives.cost:bus_bandwidth",),
     "zero_memory": ("mlsys_lab.parallelism.zero:zero_memory_per_gpu",),
+    "one_f_one_b": ("mlsys_lab.parallelism.pp:schedule_ops",),
     "goodput": ("mlsys_lab.fault_tolerance.reliability:expected_goodput",),
     "lora_param_count": ("mlsys_lab.peft.accounting:lora_params_for_shapes",),
     "quantize_groupwise": ("mlsys_lab.training_memory.quantize:quantize",),
@@ -192,73 +202,29 @@ def _answer(sock: socket.socket, fn: Callable, used: set[str]) -> None:
 
 def _run_writer(fn: Callable, path: Path, chunks: list[bytes], pause_after: int | None) -> list[str]:
     """For the crash-safe writer: fork, run ``fn(path, chunks)`` in the child recording fsync/rename, and
-    SIGKILL it after ``pause_after`` chunks; return the child's lines. (The grader reads the file.)"""
-    import select
+    SIGKILL it after ``pause_after`` chunks; return the child's lines. (The grader reads the file.)
+
+    The fork and the kill are this kernel's own: the guards stand down for exactly those two calls.
+    """
     import signal
-    import time
 
-    read_end, write_end = os.pipe()
-    _armed[0] = False  # this one fork is ours; the child is confined like its parent
-    pid = os.fork()
-    _armed[0] = True
-    if pid == 0:
-        os.close(read_end)
-        real = {name: getattr(os, name) for name in ("fsync", "replace", "rename")}
+    from mlsys_lab.fault_tolerance.kill_resume import run_writer_killed
 
-        def say(text: str) -> None:
-            os.write(write_end, (text + "\n").encode())
-
-        def fsync(fd: int) -> None:
-            say("fsync")
-            return real["fsync"](fd)
-
-        def renamer(name: str) -> Callable:
-            def call(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
-                src_folder = os.path.dirname(os.path.realpath(os.fspath(src)))
-                say(f"rename {src_folder}|{os.path.realpath(os.fspath(dst))}")
-                return real[name](src, dst, *args, **kwargs)
-            return call
-
-        os.fsync, os.replace, os.rename = fsync, renamer("replace"), renamer("rename")
-
-        def stream():
-            for index, chunk in enumerate(chunks):
-                if index == pause_after:
-                    say("paused")
-                    time.sleep(60)
-                yield chunk
-            if pause_after == len(chunks):
-                say("paused")
-                time.sleep(60)
-
+    def fork() -> int:
+        _armed[0] = False  # this one fork is ours; the child is confined like its parent
         try:
-            fn(path, stream())
-            say("done")
-        except NotImplementedError:
-            say("todo")
-        except BaseException as exc:  # report, never raise in a forked child
-            say(f"raised {type(exc).__name__}: {exc}".replace("\n", " "))
-        os._exit(0)
-    os.close(write_end)
-    lines, buffer, deadline = [], b"", time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if not select.select([read_end], [], [], 0.5)[0]:
-            continue
-        data = os.read(read_end, 4096)
-        if not data:
-            break
-        *complete, buffer = (buffer + data).split(b"\n")
-        lines += [line.decode(errors="replace") for line in complete]
-        if "paused" in lines:
-            break
-    else:
-        lines.append("timed out")
-    _armed[0] = False
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    _armed[0] = True
-    os.close(read_end)
-    return lines
+            return os.fork()
+        finally:
+            _armed[0] = True
+
+    def kill(pid: int) -> None:
+        _armed[0] = False
+        try:
+            os.kill(pid, signal.SIGKILL)
+        finally:
+            _armed[0] = True
+
+    return run_writer_killed(fn, path, chunks, pause_after, fork=fork, kill=kill)
 
 
 # ---------------------------------------------------------------- limits per exercise

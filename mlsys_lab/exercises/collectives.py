@@ -1,6 +1,17 @@
-"""Checks for the exercises of 07_collectives."""
+"""Checks for the exercises of 07_collectives.
+
+The simulated-network exercises (ring and halving-doubling all-reduce) run the learner's function twice per
+case on a :class:`Network` that stays on the checking side: once as it is, where the results must be the sums
+and the traffic must be the algorithm's (bytes per rank, rounds, who talks to whom), and once on a network
+that adds :data:`MARK` to every value it delivers. Every value of a rank's result must reach it through
+``exchange`` (its own chunk plus a received partial sum, or a received finished chunk), so on the marked
+network every value of every result carries at least one mark: a result computed from the other ranks'
+buffers directly, or from what a rank *sent* rather than what it received, comes out unmarked.
+"""
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -8,19 +19,80 @@ from mlsys_lab.collectives import cost
 from mlsys_lab.collectives.network import Network
 from mlsys_lab.exercises import Case, check, rng
 
+MARK = 1000.0  # added to every value in transit on the marked network (the inputs are of order 1)
 
-def _ring_budget(net: Network, p: int, n: int, itemsize: int):
-    """A check_result: every rank sent what a ring sends (up to chunk rounding) in at most 2(p−1) rounds."""
 
-    def verdict(_result) -> str | None:
+class _MarkingNetwork(Network):
+    """A :class:`Network` that records who talked to whom each round and can add ``mark`` to what it delivers."""
+
+    def __init__(self, n_ranks: int, mark: float = 0.0) -> None:
+        super().__init__(n_ranks)
+        self.mark, self.pairs = mark, []
+
+    def exchange(self, messages):
+        received = super().exchange(messages)
+        if received:
+            self.pairs.append(sorted((int(src), int(dst)) for src, dst, _ in messages))
+        return [r + self.mark for r in received] if self.mark else received
+
+
+def _results_problem(got, total: np.ndarray, p: int) -> str | None:
+    """None if ``got`` is p arrays each equal to ``total``; otherwise what is wrong."""
+    if not isinstance(got, (list, tuple)) or len(got) != p:
+        return f"expected a list of {p} arrays (one per rank); got {type(got).__name__} of length " \
+               f"{len(got) if hasattr(got, '__len__') else '?'}"
+    tol = 1e-5 if total.dtype == np.float32 else 1e-9  # float32 sums differ by summation order
+    for rank, out in enumerate(got):
+        try:
+            arr = np.asarray(out, dtype=float)
+        except (TypeError, ValueError):
+            return f"rank {rank}'s result is not an array of numbers: {type(out).__name__}"
+        if arr.shape != total.shape:
+            return f"rank {rank}'s result has shape {arr.shape}; expected {total.shape}"
+        if not np.allclose(arr, total, rtol=tol, atol=tol):
+            j = int(np.argmax(~np.isclose(arr, total, rtol=tol, atol=tol)))
+            return f"rank {rank}'s result at index {j} is {arr[j]:.6g}; the sum is {total[j]:.6g}"
+    return None
+
+
+def _run_allreduce(fn: Callable, buffers: list[np.ndarray], traffic: Callable[[_MarkingNetwork], str | None]) -> str:
+    """'ok', or what is wrong: the sums, the traffic, then where each result's values came from."""
+    p, n = len(buffers), len(buffers[0])
+    total = np.sum(buffers, axis=0) if n else np.zeros(0)
+    net = _MarkingNetwork(p)
+    problem = _results_problem(fn([b.copy() for b in buffers], net), total, p) or traffic(net)
+    if problem or p == 1 or n == 0:
+        return problem or "ok"
+    marked = _MarkingNetwork(p, MARK)
+    got = fn([b.copy() for b in buffers], marked)
+    for rank, out in enumerate(got):
+        unmarked = np.flatnonzero(np.asarray(out, dtype=float) - total < MARK / 2)
+        if unmarked.size:
+            return (f"rank {rank}'s value at index {int(unmarked[0])} did not come through exchange(): the check "
+                    f"re-ran with +{MARK:g} added to every value in transit and that value came out unmarked "
+                    "(a rank may use only its own buffer and what exchange() returned to it)")
+    return "ok"
+
+
+def _allreduce_cases(label: str, fn: Callable, buffers: list[np.ndarray], traffic: Callable) -> Case:
+    return Case(label, (fn, buffers, traffic), expected="ok", check_result=lambda got: None if got == "ok" else got)
+
+
+def _verdict_only(got, expected) -> bool:  # the verdict is in check_result: a message names what is wrong
+    return True
+
+
+# --- exercise 1: the ring ---------------------------------------------------------------------------
+def _ring_traffic(p: int, n: int, itemsize: int) -> Callable[[_MarkingNetwork], str | None]:
+    """Every rank sent what a ring sends (up to chunk rounding) in at most 2(p−1) rounds."""
+
+    def verdict(net: _MarkingNetwork) -> str | None:
         low, high = 2 * (p - 1) * (n // p) * itemsize, 2 * (p - 1) * -(-n // p) * itemsize
         for rank, sent in enumerate(net.bytes_sent):
             if not low <= sent <= high:
                 uneven = f" (between {low} and {high} with uneven chunks)" if low != high else ""
-                return (
-                    f"rank {rank} sent {int(sent)} bytes; a ring sends 2(p−1)/p·n·itemsize = "
-                    f"{2 * (p - 1) * n * itemsize / p:.0f}{uneven}"
-                )
+                return (f"rank {rank} sent {int(sent)} bytes; a ring sends 2(p−1)/p·n·itemsize = "
+                        f"{2 * (p - 1) * n * itemsize / p:.0f}{uneven}")
         if net.steps > 2 * (p - 1):
             return f"took {net.steps} rounds; the ring needs 2(p−1) = {2 * (p - 1)}"
         return None
@@ -28,77 +100,136 @@ def _ring_budget(net: Network, p: int, n: int, itemsize: int):
     return verdict
 
 
-def _ring_case(label: str, buffers: list[np.ndarray]) -> Case:
+def _ring_case(fn: Callable, label: str, buffers: list[np.ndarray]) -> Case:
     p, n = len(buffers), len(buffers[0])
-    net = Network(p)
-    total = np.sum(buffers, axis=0) if n else np.zeros(0)
-    return Case(
-        label,
-        ([b.copy() for b in buffers], net),
-        expected=[total] * p,
-        check_result=_ring_budget(net, p, n, buffers[0].itemsize),
-    )
+    return _allreduce_cases(label, fn, buffers, _ring_traffic(p, n, buffers[0].itemsize))
 
 
-def check_ring_allreduce(fn) -> None:
+def check_ring_allreduce(fn: Callable) -> None:
     """``fn(buffers, net)`` -> one array per rank, each the sum; all traffic goes through ``net.exchange``."""
     g = rng()
     cases = [
-        _ring_case("p=4, n=8", [np.arange(8.0) + 10 * r for r in range(4)]),
-        _ring_case("p=3, n=7", [np.arange(7.0) * (r + 1) for r in range(3)]),
-        _ring_case("p=1, n=5", [np.arange(5.0)]),
+        _ring_case(fn, "p=4, n=8", [np.arange(8.0) + 10 * r for r in range(4)]),
+        _ring_case(fn, "p=3, n=7", [np.arange(7.0) * (r + 1) for r in range(3)]),
+        _ring_case(fn, "p=1, n=5", [np.arange(5.0)]),
+        _ring_case(fn, "p=2, n=1", [g.standard_normal(1) for _ in range(2)]),
+        _ring_case(fn, "p=5, n=3 (n < p: empty chunks)", [g.standard_normal(3) for _ in range(5)]),
+        _ring_case(fn, "p=6, n=0", [np.zeros(0) for _ in range(6)]),
+        _ring_case(fn, "p=7, n=23, float32", [g.standard_normal(23).astype(np.float32) for _ in range(7)]),
     ]
-    for _ in range(9):
+    for _ in range(7):
         p, n = int(g.integers(2, 13)), int(g.integers(0, 301))
-        cases.append(_ring_case(f"p={p}, n={n}", [g.standard_normal(n) for _ in range(p)]))
-    check("ring_allreduce", fn, cases)
+        cases.append(_ring_case(fn, f"p={p}, n={n}", [g.standard_normal(n) for _ in range(p)]))
+    check("ring_allreduce", _run_allreduce, cases, compare=_verdict_only)
 
 
-def check_allreduce_time(fn) -> None:
+# --- exercise 2: recursive halving-doubling with the non-power-of-two fold ---------------------------
+def _halving_doubling_traffic(p: int, n: int, itemsize: int) -> Callable[[_MarkingNetwork], str | None]:
+    """Rabenseifner's schedule: fold, log2 p' halving rounds, log2 p' doubling rounds, unfold; its bytes."""
+    p2 = 1 << (p.bit_length() - 1)
+    k, extra = p2.bit_length() - 1, p - p2
+    rounds = 2 * k + (2 if extra else 0)
+
+    def verdict(net: _MarkingNetwork) -> str | None:
+        if net.steps != rounds:
+            fold = f" + 2 (fold in, fold out: p = {p} is not a power of two)" if extra else ""
+            return f"took {net.steps} rounds; halving-doubling takes 2·log2 p' = {2 * k}{fold} with p' = {p2}"
+        core = net.pairs[1:-1] if extra else net.pairs
+        if extra:
+            fold_in = sorted((r, r - p2) for r in range(p2, p))
+            if net.pairs[0] != fold_in or net.pairs[-1] != sorted((d, s) for s, d in fold_in):
+                return (f"the first round must fold ranks {p2}..{p - 1} into ranks 0..{extra - 1} "
+                        f"(rank r sends to r − {p2}) and the last must send the results back; got "
+                        f"{net.pairs[0]} and {net.pairs[-1]}")
+        distances = []
+        for index, pairs in enumerate(core):
+            d = pairs[0][1] ^ pairs[0][0]
+            if pairs != sorted((r, r ^ d) for r in range(p2)) or d & (d - 1):
+                return (f"round {index + (2 if extra else 1)}: every rank r < {p2} must exchange with r XOR d "
+                        f"for one power of two d; got {pairs}")
+            distances.append(d)
+        want = sorted(1 << i for i in range(k))
+        if sorted(distances[:k]) != want or sorted(distances[k:]) != want:
+            return f"partner distances per round {distances}: each phase must use every distance in {want} once"
+        slack = 2 * k  # halves of odd lengths: one element either way per round
+        for rank, sent in enumerate(net.bytes_sent):
+            if rank < p2:
+                due = 2 * (p2 - 1) / p2 * n + (n if rank < extra else 0)
+            else:
+                due = n
+            if abs(sent / itemsize - due) > slack + 1e-9:
+                return (f"rank {rank} sent {int(sent)} bytes; halving-doubling sends about {due * itemsize:.0f} "
+                        "(2(p'−1)/p'·n per rank, plus n for the fold)")
+        return None
+
+    return verdict
+
+
+def _hd_case(fn: Callable, label: str, buffers: list[np.ndarray]) -> Case:
+    p, n = len(buffers), len(buffers[0])
+    return _allreduce_cases(label, fn, buffers, _halving_doubling_traffic(p, n, buffers[0].itemsize))
+
+
+def check_halving_doubling(fn: Callable) -> None:
+    """``fn(buffers, net)`` -> one array per rank, each the sum, by recursive halving then doubling."""
+    g = rng()
+    cases = [
+        _hd_case(fn, "p=4, n=8", [np.arange(8.0) + 10 * r for r in range(4)]),
+        _hd_case(fn, "p=6, n=12 (fold 2 ranks)", [np.arange(12.0) * (r + 1) for r in range(6)]),
+        _hd_case(fn, "p=1, n=5", [np.arange(5.0)]),
+        _hd_case(fn, "p=2, n=3", [g.standard_normal(3) for _ in range(2)]),
+        _hd_case(fn, "p=3, n=5 (fold 1 rank)", [g.standard_normal(5) for _ in range(3)]),
+        _hd_case(fn, "p=8, n=13 (odd halves)", [g.standard_normal(13) for _ in range(8)]),
+        _hd_case(fn, "p=7, n=2 (n < p')", [g.standard_normal(2) for _ in range(7)]),
+        _hd_case(fn, "p=5, n=0", [np.zeros(0) for _ in range(5)]),
+        _hd_case(fn, "p=12, n=40, float32", [g.standard_normal(40).astype(np.float32) for _ in range(12)]),
+    ]
+    for _ in range(6):
+        p, n = int(g.integers(2, 17)), int(g.integers(0, 257))
+        cases.append(_hd_case(fn, f"p={p}, n={n}", [g.standard_normal(n) for _ in range(p)]))
+    check("halving_doubling", _run_allreduce, cases, compare=_verdict_only)
+
+
+# --- the cost model ------------------------------------------------------------------------------------
+def check_allreduce_time(fn: Callable) -> None:
     """``fn(algorithm, n_bytes, n_ranks, alpha, beta)`` -> seconds under the α-β model."""
     cases = [
-        Case(
-            "ring, 1 GiB, p=8, α=5 µs, 50 GB/s",
-            ("ring", 2**30, 8, 5e-6, 1 / 50e9),
-            expected=14 * 5e-6 + 1.75 * 2**30 / 50e9,
-        ),
-        Case(
-            "naive, 1 MB, p=4, α=10 µs, 10 GB/s", ("naive", 1e6, 4, 10e-6, 1e-10), expected=6 * (10e-6 + 1e-4)
-        ),
+        Case("ring, 1 GiB, p=8, α=5 µs, 50 GB/s", ("ring", 2**30, 8, 5e-6, 1 / 50e9),
+             expected=14 * 5e-6 + 1.75 * 2**30 / 50e9),
+        Case("naive, 1 MB, p=4, α=10 µs, 10 GB/s", ("naive", 1e6, 4, 10e-6, 1e-10), expected=6 * (10e-6 + 1e-4)),
     ]
+    for algorithm in cost.ALGORITHMS:  # every algorithm at the boundaries: one rank, powers of two and not
+        for p in (1, 2, 3, 6, 8, 12):
+            args = (algorithm, 2.0**20, p, 4e-6, 1 / 25e9)
+            cases.append(Case(f"{algorithm}, 1 MiB, p={p}, α=4 µs, 25 GB/s", args,
+                              expected=float(cost.allreduce_time(*args))))
     g = rng()
-    for _ in range(12):
+    for _ in range(8):
         algorithm = str(g.choice(cost.ALGORITHMS))
         n_bytes, p = float(2 ** g.uniform(8, 32)), int(g.integers(1, 300))
         alpha, beta = float(10 ** g.uniform(-7, -4)), 1 / float(10 ** g.uniform(9, 12))
         expected = float(cost.allreduce_time(algorithm, n_bytes, p, alpha, beta))
         label = f"{algorithm}, n={n_bytes:.4g} B, p={p}, α={alpha:.3g}, β={beta:.3g}"
         cases.append(Case(label, (algorithm, n_bytes, p, alpha, beta), expected=expected))
-    check(
-        "allreduce_time", fn, cases, compare=lambda got, exp: np.isclose(float(got), exp, rtol=1e-6, atol=0)
-    )
+    check("allreduce_time", fn, cases, compare=lambda got, exp: np.isclose(float(got), exp, rtol=1e-6, atol=0))
 
 
-def check_bus_bandwidth(fn) -> None:
+def check_bus_bandwidth(fn: Callable) -> None:
     """``fn(collective, n_bytes, seconds, n_ranks)`` -> bus bandwidth in bytes/s, as nccl-tests reports it."""
     cases = [
         Case("all_reduce, 1 GB in 10 ms, p=8", ("all_reduce", 1e9, 0.01, 8), expected=1e11 * 1.75),
         Case("broadcast, 1 GB in 10 ms, p=8", ("broadcast", 1e9, 0.01, 8), expected=1e11),
     ]
+    for collective in cost.COLLECTIVES:  # every collective at p = 1, 2 and 5
+        for p in (1, 2, 5):
+            args = (collective, 3e8, 0.02, p)
+            cases.append(Case(f"{collective}, 300 MB in 20 ms, p={p}", args,
+                              expected=float(cost.bus_bandwidth(*args))))
     g = rng()
-    for _ in range(10):
+    for _ in range(8):
         collective = str(g.choice(list(cost.BUS_FACTOR)))
-        n_bytes, seconds, p = (
-            float(2 ** g.uniform(10, 34)),
-            float(10 ** g.uniform(-5, 0)),
-            int(g.integers(1, 1025)),
-        )
+        n_bytes, seconds, p = float(2 ** g.uniform(10, 34)), float(10 ** g.uniform(-5, 0)), int(g.integers(1, 1025))
         expected = float(cost.bus_bandwidth(collective, n_bytes, seconds, p))
-        cases.append(
-            Case(
-                f"{collective}, n={n_bytes:.4g} B, t={seconds:.3g} s, p={p}",
-                (collective, n_bytes, seconds, p),
-                expected=expected,
-            )
-        )
+        cases.append(Case(f"{collective}, n={n_bytes:.4g} B, t={seconds:.3g} s, p={p}",
+                          (collective, n_bytes, seconds, p), expected=expected))
     check("bus_bandwidth", fn, cases, compare=lambda got, exp: np.isclose(float(got), exp, rtol=1e-6, atol=0))

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import select
-import signal
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -14,6 +11,7 @@ import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
 from mlsys_lab.fault_tolerance.checkpoint_io import chunks_of, write_atomic
+from mlsys_lab.fault_tolerance.kill_resume import run_writer_killed
 from mlsys_lab.fault_tolerance.reliability import expected_goodput
 from mlsys_lab.units import DAY, HOUR
 
@@ -48,79 +46,38 @@ def check_goodput(fn: Callable) -> None:
 
 
 # --- the crash-safe writer ---------------------------------------------------------------------------
-def _child(fn: Callable, path: Path, chunks: list[bytes], pause_after: int | None, pipe: int) -> None:
-    """In the forked child: record fsync/rename calls on the pipe, pause after ``pause_after`` chunks."""
-    def say(text: str) -> None:
-        os.write(pipe, (text + "\n").encode())
-
-    real = {name: getattr(os, name) for name in ("fsync", "replace", "rename")}
-
-    def fsync(fd):
-        say("fsync")
-        return real["fsync"](fd)
-
-    def renamer(name):
-        def call(src, dst, *args, **kwargs):
-            say(f"rename {Path(os.fspath(src)).resolve().parent}|{Path(os.fspath(dst)).resolve()}")
-            return real[name](src, dst, *args, **kwargs)
-        return call
-
-    os.fsync, os.replace, os.rename = fsync, renamer("replace"), renamer("rename")
-
-    def stream():
-        for index, chunk in enumerate(chunks):
-            if index == pause_after:
-                say("paused")
-                time.sleep(60)
-            yield chunk
-        if pause_after == len(chunks):
-            say("paused")
-            time.sleep(60)
-
-    try:
-        fn(path, stream())
-        say("done")
-    except NotImplementedError:
-        say("todo")
-    except BaseException as exc:  # report, never raise in a forked child
-        say(f"raised {type(exc).__name__}: {exc}".replace("\n", " "))
-    os._exit(0)
-
-
 def _run_writer(fn: Callable, path: Path, chunks: list[bytes], pause_after: int | None) -> list[str]:
-    """Fork, run the writer, SIGKILL it once it pauses; return the lines it reported.
+    """Fork, run the writer, SIGKILL it once it pauses; the lines it reported (:func:`run_writer_killed`).
 
     In a graded run ``fn`` is the grader's proxy of the learner's function: the learner's worker does
     the fork (``fn.run_writer``) in its own folder, and this process inspects the file it leaves.
     """
     if hasattr(fn, "run_writer"):
         return fn.run_writer(path, chunks, pause_after)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        _child(fn, path, chunks, pause_after, write_end)
-    os.close(write_end)
-    lines, buffer, deadline = [], b"", time.monotonic() + 20
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([read_end], [], [], 0.5)
-        if not ready:
-            continue
-        data = os.read(read_end, 4096)
-        if not data:
-            break
-        buffer += data
-        *complete, buffer = buffer.split(b"\n")
-        lines += [line.decode() for line in complete]
-        if "paused" in lines:
-            os.kill(pid, signal.SIGKILL)
-            break
-    else:
-        os.kill(pid, signal.SIGKILL)
-        lines.append("timed out")
-    os.waitpid(pid, 0)
-    os.close(read_end)
-    return lines
+    return run_writer_killed(fn, path, chunks, pause_after)
+
+
+def _durability_problem(lines: list[str], path: Path, n_bytes: int) -> str | None:
+    """The order a durable replace needs: fsync the temporary file once all its bytes are written, rename it
+    onto the checkpoint (same folder), then fsync the folder so that the rename itself survives a power cut."""
+    renames = [(i, line.split(" ", 2)) for i, line in enumerate(lines) if line.startswith("rename ")]
+    if not renames:
+        return "no os.replace/os.rename: the new file must appear under its name in one atomic step"
+    at, (_, inode, where) = renames[-1]
+    src_folder, dst = where.split("|", 1)
+    if Path(dst) != path.resolve() or Path(src_folder) != path.resolve().parent:
+        return "the temporary file must sit in the checkpoint's folder and be renamed onto the checkpoint"
+    synced = [line.split() for line in lines[:at] if line.startswith(f"fsync file {inode} ")]
+    if not synced:
+        return "no os.fsync of the temporary file before the rename: after a power cut the name could point " \
+               "at unwritten data"
+    if int(synced[-1][3]) != n_bytes:
+        return (f"the temporary file held {synced[-1][3]} of {n_bytes} bytes when it was fsynced: flush the "
+                "file object (f.flush()) before os.fsync(f.fileno()), or the tail is still in Python's buffer")
+    folder_inode = path.resolve().parent.stat().st_ino
+    if f"fsync dir {folder_inode}" not in lines[at + 1:]:
+        return "no os.fsync of the folder after the rename: the rename itself is not durable until the folder is"
+    return None
 
 
 def _writer_case(fn: Callable, old: bytes, new: bytes, chunk_bytes: int, pause_after: int | None) -> str:
@@ -144,15 +101,9 @@ def _writer_case(fn: Callable, old: bytes, new: bytes, chunk_bytes: int, pause_a
         if content != new:
             held = 0 if content is None else len(content)
             return f"after a complete write the file holds {held} bytes, not {len(new)}"
-        renames = [line for line in lines if line.startswith("rename")]
-        if not renames:
-            return "no os.replace/os.rename: the new file must appear under its name in one atomic step"
-        first_rename = lines.index(renames[-1])
-        if "fsync" not in lines[:first_rename]:
-            return "no os.fsync before the rename: after a power cut the name could point at unwritten data"
-        src_folder, dst = renames[-1][len("rename "):].split("|")
-        if Path(dst) != path.resolve() or Path(src_folder) != path.resolve().parent:
-            return "the temporary file must sit in the checkpoint's folder and be renamed onto the checkpoint"
+        problem = _durability_problem(lines, path, len(new))
+        if problem:
+            return problem
         leftovers = sorted(p.name for p in Path(folder).iterdir() if p.name != path.name)
         if leftovers:
             return f"files left behind after a complete write: {leftovers}"
@@ -167,14 +118,24 @@ def check_crash_safe_writer(fn: Callable) -> None:
         print("… crash_safe_writer: this check needs os.fork (Linux, macOS or WSL)")
         return
     g = rng()
-    cases = []
-    for index in range(8):
-        old = g.bytes(int(g.integers(1_000, 50_000)))
-        new = g.bytes(int(g.integers(1_000, 200_000)))
-        chunk = int(g.integers(512, 16_384))
+
+    def case(new_bytes: int, chunk: int, pause: int | None) -> Case:
+        old, new = g.bytes(int(g.integers(1_000, 50_000))), g.bytes(new_bytes)
         n_chunks = len(chunks_of(new, chunk))
-        pause = None if index in (0, 4) else int(g.integers(0, n_chunks + 1))
+        pause = None if pause is None else min(pause, n_chunks)
         label = (f"{len(new)} bytes in {n_chunks} chunks, "
                  + ("written to the end" if pause is None else f"SIGKILL after chunk {pause}"))
-        cases.append(Case(label, (fn, old, new, chunk, pause), expected="ok"))
-    check("crash_safe_writer", _writer_case, cases)
+        return Case(label, (fn, old, new, chunk, pause), expected="ok",
+                    check_result=lambda got: None if got == "ok" else str(got))  # the whole reason, not cut short
+
+    cases = [
+        case(3_000, 512, None),  # small chunks: all of it still in a file object's buffer unless flushed
+        case(int(g.integers(20_000, 200_000)), int(g.integers(512, 16_384)), None),
+        case(int(g.integers(1_000, 50_000)), 1_024, 0),  # killed before the first byte
+        case(40_000, 4_096, 10),  # killed after the last chunk, before the writer could finish
+    ]
+    for index in range(4):
+        new_bytes, chunk = int(g.integers(1_000, 200_000)), int(g.integers(512, 16_384))
+        n_chunks = len(chunks_of(b"x" * new_bytes, chunk))
+        cases.append(case(new_bytes, chunk, None if index == 0 else int(g.integers(1, n_chunks + 1))))
+    check("crash_safe_writer", _writer_case, cases, compare=lambda got, expected: True)  # judged in check_result

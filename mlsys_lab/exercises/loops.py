@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import itertools
+import time
+
+import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
 from mlsys_lab.loops.cache_model import LOOP_ORDERS, misses_per_iteration
-from mlsys_lab.loops.dependence import legal_orders, lexicographically_positive
+from mlsys_lab.loops.dependence import apply_transformation, is_legal, legal_orders, lexicographically_positive
+from mlsys_lab.loops.dependence import parallel_loops as carried_free_loops
+from mlsys_lab.loops.matmul import matmul_atb_naive
+
+# The tiled A^T B must beat the naive nest by this factor, the two timed in turn (CPU time). On the course's
+# 2-core EPYC (AVX2), quiet or loaded by two busy loops: a vectorized stride-1 nest runs 3.8-8x faster, the same
+# nest compiled to scalar code 1.3-2.3x, the naive order against itself 0.9-1.3x, i innermost 0.6-1.0x.
+SPEEDUP_REQUIRED = 2.5
+SPEED_N = 192  # the size it is timed at: three 288 KiB matrices; the naive nest takes 10-20 ms on that CPU
 
 
 def _random_dependences(g, depth: int, count: int) -> list[tuple[int, ...]]:
@@ -30,10 +41,13 @@ def check_legal_orders(fn) -> None:
         ("stencil in place", [(1, 0), (0, 1)]),
         ("DP with diagonal", [(1, 0), (0, 1), (1, 1)]),
         ("3-deep, mixed signs", [(1, -1, 0), (0, 1, -1)]),
+        ("3-deep, a rotation is legal, its inverse is not", [(0, 0, 1), (0, 1, -1)]),
+        ("one loop", [(1,)]),
+        ("4-deep", [(0, 1, 0, -1), (1, 0, -1, 0)]),
     ]
     cases = [Case(label, (vectors,), expected=legal_orders(vectors)) for label, vectors in examples]
     g = rng()
-    for _ in range(10):
+    for _ in range(8):
         depth = int(g.integers(2, 4))
         vectors = _random_dependences(g, depth, int(g.integers(1, 4)))
         cases.append(Case(f"vectors={vectors}", (vectors,), expected=legal_orders(vectors)))
@@ -42,13 +56,172 @@ def check_legal_orders(fn) -> None:
 
 def check_misses_per_iteration(fn) -> None:
     """``fn(order, elements_per_line)`` -> total cache misses per innermost iteration (CS:APP model)."""
-    cases = [Case("ijk, 8 per line", ("ijk", 8), expected=1.125),
-             Case("ikj, 8 per line", ("ikj", 8), expected=0.25),
-             Case("jki, 4 per line", ("jki", 4), expected=2.0)]
+    fixed = [("ijk", 8), ("ikj", 8), ("jki", 4), ("kij", 4), ("jik", 1), ("kji", 32), ("ikj", 16), ("ijk", 2)]
+    cases = [Case(f"{order}, {per_line} per line", (order, per_line),
+                  expected=misses_per_iteration(order, per_line)["total"]) for order, per_line in fixed]
     g = rng()
-    for _ in range(9):
+    for _ in range(6):
         order = LOOP_ORDERS[int(g.integers(len(LOOP_ORDERS)))]
-        per_line = int(g.choice([1, 2, 4, 8, 16, 32]))
+        per_line = int(g.choice([1, 2, 4, 8, 16, 32, 64]))
         cases.append(Case(f"{order}, {per_line} per line", (order, per_line),
                           expected=misses_per_iteration(order, per_line)["total"]))
     check("misses_per_iteration", fn, cases)
+
+
+# ------------------------------------------------------------------------- legality of a unimodular transformation
+def transformation_answer(vectors, matrix) -> tuple[bool, list[int]]:
+    """The reference: (every T d lexicographically positive or zero, loops of the new nest that carry nothing)."""
+    transformed = apply_transformation(vectors, matrix)
+    return is_legal(transformed), carried_free_loops(transformed)
+
+
+def _same_verdict(got, expected) -> bool:
+    try:
+        legal, loops = got
+        return isinstance(legal, (bool, np.bool_)) and bool(legal) == expected[0] \
+            and sorted(int(d) for d in loops) == expected[1]
+    except (TypeError, ValueError):
+        return False
+
+
+ELEMENTARY = ("interchange", "reversal", "skew")
+
+
+def _random_unimodular(g, depth: int) -> np.ndarray:
+    """A product of 1-3 elementary transformations: interchange, reversal, skew by -2..2."""
+    t = np.eye(depth, dtype=np.int64)
+    for _ in range(int(g.integers(1, 4))):
+        step = np.eye(depth, dtype=np.int64)
+        kind = ELEMENTARY[int(g.integers(3))]
+        a, b = (int(x) for x in g.choice(depth, 2, replace=False))
+        if kind == "interchange":
+            step[[a, b]] = step[[b, a]]
+        elif kind == "reversal":
+            step[a, a] = -1
+        else:
+            step[b, a] = int(g.choice([-2, -1, 1, 2]))
+        t = step @ t
+    return t
+
+
+def check_transformation_legal(fn) -> None:
+    """``fn(vectors, matrix)`` -> ``(legal, parallel)``: is every transformed vector T d lexicographically
+    positive (or zero), and which loops of the transformed nest carry no dependence (by depth, outermost 0)."""
+    fixed = [
+        ("interchange a[i][j] = a[i-1][j+1]", [(1, -1)], [[0, 1], [1, 0]]),
+        ("skew j' = i + j, then interchange: the wavefront", [(1, 0), (0, 1), (1, 1)], [[1, 1], [1, 0]]),
+        ("reverse the inner loop of a stencil", [(1, 0), (0, 1)], [[1, 0], [0, -1]]),
+        ("reverse an inner loop that carries nothing", [(1, -1)], [[1, 0], [0, -1]]),
+        ("identity: nothing moves", [(0, 1), (1, -2)], [[1, 0], [0, 1]]),
+        ("a loop-independent dependence (0, 0)", [(0, 0), (1, 0)], [[0, 1], [1, 0]]),
+        ("skew by -1 makes (1, 1) cross", [(1, 1)], [[1, 0], [-2, 1]]),
+        ("3-deep rotation", [(0, 0, 1), (0, 1, -1)], [[0, 1, 0], [0, 0, 1], [1, 0, 0]]),
+        ("3-deep, its inverse", [(0, 0, 1), (0, 1, -1)], [[0, 0, 1], [1, 0, 0], [0, 1, 0]]),
+    ]
+    cases = [Case(label, (vectors, matrix), expected=transformation_answer(vectors, matrix))
+             for label, vectors, matrix in fixed]
+    g = rng()
+    for _ in range(8):
+        depth = int(g.integers(2, 4))
+        vectors = _random_dependences(g, depth, int(g.integers(1, 4)))
+        if g.random() < 0.25:
+            vectors.append((0,) * depth)
+        matrix = _random_unimodular(g, depth).tolist()
+        cases.append(Case(f"vectors={vectors}, T={matrix}", (vectors, matrix),
+                          expected=transformation_answer(vectors, matrix)))
+    check("transformation_legal", fn, cases, compare=_same_verdict)
+
+
+# ------------------------------------------------------------------------------- interchange + tiling, timed
+TIMING_ROUNDS = (3, 9)  # rounds of (naive nest, learner's nest): at least 3, at most 9 when the ratio is close
+# CPU time of this process where the OS keeps it finely (Linux, macOS: ns); wall time where it ticks coarsely.
+CLOCK = time.process_time if time.get_clock_info("process_time").resolution <= 1e-6 else time.perf_counter
+
+
+def _seconds(call) -> float:
+    start = CLOCK()
+    call()
+    return max(CLOCK() - start, 1e-9)
+
+
+def speedup_over_naive(fn, args: tuple, required: float = SPEEDUP_REQUIRED,
+                       rounds: tuple[int, int] = TIMING_ROUNDS) -> tuple[float, object]:
+    """(fastest naive nest / fastest ``fn(*args)``, what the first call of ``fn`` returned), timed in turn.
+
+    Times are CPU seconds of this process (:data:`CLOCK`): what a nest costs, not how long other programs on a
+    shared machine kept it waiting (on a 2-core machine under load, wall-clock ratios of a 2 ms and a 12 ms run
+    scatter from 2x to 60x; CPU-time ratios stay within 3.8-9x). The naive nest and ``fn`` run alternately on
+    the same arrays, so what slows the machine (caches shared with others, clock speed) slows both, and the ratio
+    of the fastest run of each is compared, never a time measured at another moment. It stops after
+    ``rounds[0]`` rounds when the ratio is clearly above ``required`` (by 25%) or far below it (half of it: the
+    naive nest itself, a loop order that walks C by column), and otherwise runs up to ``rounds[1]``. A nest 10x
+    short of ``required`` (plain Python) stops after 2 rounds.
+    """
+    a, b, out, _ = args
+    naive_out = np.empty_like(out)
+    naive_best = fn_best = np.inf
+    first = None
+    for done in range(1, rounds[1] + 1):
+        naive_best = min(naive_best, _seconds(lambda: matmul_atb_naive(a, b, naive_out)))
+        start = CLOCK()
+        result = fn(*args)
+        fn_best = min(fn_best, max(CLOCK() - start, 1e-9))
+        if done == 1:
+            first = result.copy() if isinstance(result, np.ndarray) else result
+        ratio = naive_best / fn_best
+        clear = done >= rounds[0] and not 0.5 * required < ratio < 1.25 * required
+        if clear or (done >= 2 and ratio < required / 10):
+            break
+    return ratio, first
+
+
+def _atb_case(label: str, g, m: int, n: int, p: int, tile: int, a=None, b=None) -> Case:
+    a = g.standard_normal((m, n)) if a is None else a
+    b = g.standard_normal((m, p)) if b is None else b
+    expected = matmul_atb_naive(a, b, np.empty((n, p)))
+    out = np.full((n, p), np.nan)  # nothing in out may leak into the result
+    return Case(label, (a, b, out, tile), expected=expected)
+
+
+def _bitwise(got, expected) -> bool:
+    got = np.asarray(got, dtype=float)
+    return got.shape == expected.shape and bool(np.array_equal(got, expected))
+
+
+def check_atb_tiled(fn) -> None:
+    """``fn(a, b, out, tile)`` -> C = A^T B written into ``out`` and returned, bit for bit the increasing-k sum,
+    and at least ``SPEEDUP_REQUIRED`` x faster than the naive nest at n = ``SPEED_N`` (timed in turn with it)."""
+    g = rng()
+    cases = [_atb_case("example: A = arange(6).reshape(3, 2), B = ones((3, 4)), tile 2", g, 3, 2, 4, 2,
+                       a=np.arange(6.0).reshape(3, 2), b=np.ones((3, 4))),
+             _atb_case("3 x 2 A, 3 x 4 B, tile 2", g, 3, 2, 4, 2),
+             _atb_case("tile 1", g, 5, 6, 7, 1),
+             _atb_case("tile larger than every dimension", g, 9, 8, 10, 64),
+             _atb_case("tiles that do not divide the sizes", g, 37, 29, 41, 8),
+             _atb_case("one row of A and B (m = 1)", g, 1, 13, 11, 4),
+             _atb_case("a single output", g, 17, 1, 1, 3)]
+    for _ in range(4):
+        m, n, p = (int(v) for v in g.integers(1, 70, 3))
+        tile = int(g.choice([1, 2, 3, 5, 8, 16, 32, 100]))
+        cases.append(_atb_case(f"A {m} x {n}, B {m} x {p}, tile {tile}", g, m, n, p, tile))
+    speed = _atb_case(f"n={SPEED_N}, tile 32, timed", g, SPEED_N, SPEED_N, SPEED_N, 32)
+    timing: dict[str, float] = {}
+
+    def timed_fn(*args):
+        if args[0] is not speed.args[0]:
+            return fn(*args)
+        timing["speedup"], result = speedup_over_naive(fn, args)
+        return result
+
+    def fast_enough(_got) -> str | None:
+        speedup = timing.get("speedup", 0.0)
+        if speedup < SPEEDUP_REQUIRED:
+            return (f"correct, but only {speedup:.1f}x faster than the naive nest timed with it "
+                    f"(needs {SPEEDUP_REQUIRED:g}x): is the innermost loop stride 1 over B and C, and does it "
+                    f"vectorize (a 0-based loop over row slices)?")
+        return None
+
+    speed.check_result = fast_enough
+    cases.append(speed)
+    check("atb_tiled", timed_fn, cases, compare=_bitwise,
+          figure=lambda: f"{timing['speedup']:.1f}x faster than the naive nest at n={SPEED_N}")

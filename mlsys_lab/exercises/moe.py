@@ -1,11 +1,25 @@
-"""Checks for the exercises of 11_moe: top-k routing with expert capacity, and the load-balancing loss."""
+"""Checks for the exercises of 11_moe: routing with capacity, the top-k gate's combine tensor, the
+load-balancing loss with its gradient, and expert-parallel dispatch over an all-to-all.
+
+The expected answers are computed here in NumPy from the lesson's definitions; a rank group that stays on the
+checking side records what the learner's dispatch sent, so the byte budget is never a number the learner reports.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
-from mlsys_lab.moe.gating import assign_with_capacity, load_balancing_loss, top_k_experts
+from mlsys_lab.moe.gating import assign_with_capacity, top_k_experts
+from mlsys_lab.parallelism import comm
+
+
+def _logits(g: np.random.Generator, n_tokens: int, n_experts: int) -> np.ndarray:
+    """Router logits with uneven experts (a per-expert offset), no ties."""
+    return g.normal(size=(n_tokens, n_experts)) + g.normal(size=n_experts)
+
+
+# ---------------------------------------------------------------- exercise 1: routing with capacity
 
 
 def reference_route(logits: np.ndarray, k: int, capacity: int) -> tuple[np.ndarray, np.ndarray]:
@@ -17,11 +31,6 @@ def reference_route(logits: np.ndarray, k: int, capacity: int) -> tuple[np.ndarr
     indices = top_k_experts(logits, k)
     kept, _ = assign_with_capacity(indices, logits.shape[1], capacity)
     return indices, kept
-
-
-def reference_aux_loss(router_probs: np.ndarray, expert_indices: np.ndarray) -> float:
-    """N · Σᵢ fᵢ · Pᵢ: :func:`mlsys_lab.moe.gating.load_balancing_loss`."""
-    return load_balancing_loss(np.asarray(router_probs), np.asarray(expert_indices))
 
 
 def _as_routing(got) -> tuple[np.ndarray, np.ndarray] | None:
@@ -49,15 +58,22 @@ def _routing_problem(got, expected, n_experts: int, capacity: int) -> str | None
     return None if load.max(initial=0) <= capacity else f"an expert holds {load.max()} > capacity {capacity}"
 
 
+def _routing_shapes(g: np.random.Generator) -> list[tuple[int, int, int, int]]:
+    """(T, n, k, capacity): fixed boundaries (capacity 0, capacity ≥ T, k = n, one token), then random."""
+    shapes = [(6, 3, 2, 2), (5, 4, 1, 0), (7, 3, 3, 7), (1, 5, 2, 1), (12, 2, 2, 5)]
+    for _ in range(8):
+        n_tokens, n_experts = int(g.integers(4, 64)), int(g.integers(2, 12))
+        k = int(g.integers(1, min(3, n_experts) + 1))
+        shapes.append((n_tokens, n_experts, k, int(g.integers(1, n_tokens * k // n_experts + 3))))
+    return shapes
+
+
 def check_route_with_capacity(fn) -> None:
     """``fn(logits, k, capacity)`` -> (indices (T, k), kept (T, k) bool); no expert may exceed capacity."""
     g = rng()
     cases = []
-    for i in range(10):
-        n_tokens, n_experts = int(g.integers(4, 64)), int(g.integers(2, 12))
-        k = int(g.integers(1, min(3, n_experts) + 1))
-        capacity = int(g.integers(0 if i == 0 else 1, n_tokens * k // n_experts + 3))
-        logits = g.normal(size=(n_tokens, n_experts)) + g.normal(size=n_experts)  # uneven experts
+    for n_tokens, n_experts, k, capacity in _routing_shapes(g):
+        logits = _logits(g, n_tokens, n_experts)
         expected = reference_route(logits, k, capacity)
         cases.append(Case(f"T={n_tokens}, n={n_experts}, k={k}, capacity={capacity}", (logits, k, capacity),
                           expected=expected,
@@ -67,21 +83,206 @@ def check_route_with_capacity(fn) -> None:
     check("route_with_capacity", fn, cases, compare=lambda got, expected: True)
 
 
-def check_aux_loss(fn) -> None:
-    """``fn(router_probs, expert_indices)`` -> N · Σ fᵢ Pᵢ; 1 for uniform routing, N for total collapse."""
-    n = 8
-    uniform = np.full((16, n), 1 / n)
-    collapsed = np.zeros((16, n))
-    collapsed[:, 3] = 1.0
-    cases = [Case("uniform probabilities, round-robin routing", (uniform, np.arange(16) % n), expected=1.0),
-             Case("every token to expert 3 with probability 1", (collapsed, np.full(16, 3)),
-                  expected=float(n))]
+# ---------------------------------------------------------------- exercise 2: the gate's combine tensor
+
+
+def reference_top_k_gate(logits: np.ndarray, k: int, capacity: int) -> np.ndarray:
+    """GShard's combine tensor (T, n, C): the gate weight of token t in slot c of expert e, zero elsewhere.
+
+    Gate weights are the softmax over the token's k best logits, normalised *before* capacity (a dropped pair
+    loses its share, the kept ones are not renormalised: GShard Algorithm 1). Slots follow the priority order
+    of :func:`reference_route`. The dispatch mask is ``combine > 0``.
+    """
+    indices = top_k_experts(logits, k)
+    kept, slot = assign_with_capacity(indices, logits.shape[1], capacity)
+    chosen = np.take_along_axis(logits, indices, axis=1)
+    weights = np.exp(chosen - chosen[:, :1])
+    weights /= weights.sum(axis=1, keepdims=True)
+    combine = np.zeros((logits.shape[0], logits.shape[1], capacity))
+    t, j = np.nonzero(kept)
+    combine[t, indices[t, j], slot[t, j]] = weights[t, j]
+    return combine
+
+
+def _combine_problem(got, expected: np.ndarray) -> str | None:
+    try:
+        have = np.asarray(got, dtype=float)
+    except (TypeError, ValueError):
+        return f"return a (T, n, capacity) float array; got {type(got).__name__}"
+    if have.shape != expected.shape:
+        return f"combine has shape {have.shape}, expected {expected.shape} (tokens, experts, capacity)"
+    wrong = np.argwhere(~np.isclose(have, expected, rtol=1e-9, atol=1e-12))
+    if wrong.size:
+        t, e, c = wrong[0]
+        return f"combine[{t}, {e}, {c}] = {have[t, e, c]:.6g}, expected {expected[t, e, c]:.6g}"
+    return None
+
+
+def check_top_k_gate(fn) -> None:
+    """``fn(logits, k, capacity)`` -> combine (T, n, capacity) float: gate weights by expert and slot."""
     g = rng()
-    for _ in range(8):
-        n_tokens, n_experts, k = int(g.integers(2, 100)), int(g.integers(2, 16)), int(g.integers(1, 3))
-        logits = g.normal(size=(n_tokens, n_experts)) * g.uniform(0.1, 3)
-        probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
-        indices = np.argsort(-probs, axis=1)[:, :k]
-        cases.append(Case(f"T={n_tokens}, n={n_experts}, k={k}", (probs, indices),
-                          expected=reference_aux_loss(probs, indices)))
-    check("aux_loss", fn, cases)
+    cases = []
+    for n_tokens, n_experts, k, capacity in _routing_shapes(g):
+        logits = _logits(g, n_tokens, n_experts)
+        expected = reference_top_k_gate(logits, k, capacity)
+        cases.append(Case(f"T={n_tokens}, n={n_experts}, k={k}, capacity={capacity}", (logits, k, capacity),
+                          expected=expected, check_result=lambda got, e=expected: _combine_problem(got, e)))
+    check("top_k_gate", fn, cases, compare=lambda got, expected: True)
+
+
+# ---------------------------------------------------------------- exercise 3: the balance loss and its gradient
+
+
+def reference_aux_loss(router_logits: np.ndarray, k: int) -> tuple[float, np.ndarray]:
+    """(N · Σᵢ fᵢ Pᵢ, its gradient with respect to the logits (T, N)).
+
+    probs = softmax(logits) per token; the k most probable experts are chosen; fᵢ = share of the T·k
+    (token, choice) pairs sent to i (a count: no gradient), Pᵢ = mean of probs[:, i]. 1 at perfect balance
+    (DeepSeekMoE's normalisation; Hugging Face's divides by T instead of T·k, which gives k). The gradient
+    goes through the softmax: with gᵢ = N fᵢ / T, d loss / d logits[t] = p_t ⊙ (g − p_t · g).
+    """
+    z = router_logits - router_logits.max(axis=1, keepdims=True)
+    probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    n_tokens, n_experts = probs.shape
+    indices = top_k_experts(probs, k)
+    f = np.bincount(indices.ravel(), minlength=n_experts) / indices.size
+    loss = float(n_experts * np.sum(f * probs.mean(axis=0)))
+    g = n_experts * f / n_tokens                                              # d loss / d probs, every row
+    return loss, probs * (g - (probs * g).sum(axis=1, keepdims=True))
+
+
+def _loss_and_grad_problem(got, expected) -> str | None:
+    """The first difference from (loss, gradient), named: the loss, or the first wrong gradient entry."""
+    try:
+        loss, grad = got
+        grad = np.asarray(grad, dtype=float)
+        loss = float(loss)
+    except (TypeError, ValueError):
+        return f"return a pair (loss, gradient array); got {type(got).__name__}"
+    if not np.isclose(loss, expected[0], rtol=1e-7, atol=1e-12):
+        return f"loss {loss:.6g}, expected {expected[0]:.6g}"
+    if grad.shape != expected[1].shape:
+        return f"gradient has shape {grad.shape}, expected {expected[1].shape} (tokens, experts)"
+    wrong = np.argwhere(~np.isclose(grad, expected[1], rtol=1e-6, atol=1e-12))
+    if wrong.size:
+        t, i = wrong[0]
+        return f"gradient[{t}, {i}] = {grad[t, i]:.6g}, expected {expected[1][t, i]:.6g}"
+    return None
+
+
+def check_aux_loss(fn) -> None:
+    """``fn(router_logits, k)`` -> (loss, d loss / d router_logits (T, N)); the loss is 1 at balance."""
+    example = np.array([[2.0, 0.0], [1.0, 0.0]])
+    balanced = np.array([[1.0, 0.0, -1.0], [-1.0, 1.0, 0.0], [0.0, -1.0, 1.0]])
+    cases = [Case("Example: both tokens to expert 0", (example, 1), expected=reference_aux_loss(example, 1)),
+             Case("balanced, k=1 (loss 1, gradient 0)", (balanced, 1), expected=reference_aux_loss(balanced, 1)),
+             Case("balanced routing, k=2", (balanced, 2), expected=reference_aux_loss(balanced, 2)),
+             Case("one token, k=n", (np.array([[0.3, -1.2, 2.0, 0.1]]), 4),
+                  expected=reference_aux_loss(np.array([[0.3, -1.2, 2.0, 0.1]]), 4))]
+    g = rng()
+    huge = 800.0 + _logits(g, 6, 4) * 30                                          # exp() of these overflows
+    cases.append(Case("logits near 800 (a softmax must subtract the max)", (huge, 2),
+                      expected=reference_aux_loss(huge, 2)))
+    for _ in range(7):
+        n_tokens, n_experts = int(g.integers(2, 80)), int(g.integers(2, 16))
+        k = int(g.integers(1, min(3, n_experts) + 1))
+        logits = _logits(g, n_tokens, n_experts) * g.uniform(0.3, 3)
+        cases.append(Case(f"T={n_tokens}, N={n_experts}, k={k}", (logits, k), expected=reference_aux_loss(logits, k)))
+    for case in cases:
+        case.check_result = lambda got, e=case.expected: _loss_and_grad_problem(got, e)
+    check("aux_loss", fn, cases, compare=lambda got, expected: True)
+
+
+# ---------------------------------------------------------------- exercise 4: expert-parallel dispatch
+
+
+class AllToAllGroup:
+    """Simulated ranks with one collective, ``all_to_all(send)``: ``send[i][j]`` goes from rank i to rank j.
+
+    Each call is recorded (on the checking side) with the rows every rank sent to each other rank.
+    """
+
+    def __init__(self, n_ranks: int) -> None:
+        self.n_ranks = n_ranks
+        self.sent_rows: list[np.ndarray] = []                                # per call, (p, p) rows i -> j
+        self.log = comm.CommLog()
+
+    def all_to_all(self, send) -> list[list]:
+        pieces = [[np.asarray(piece, dtype=float) for piece in row] for row in send]
+        rows = np.array([[piece.shape[0] if piece.ndim else 1 for piece in row] for row in pieces])
+        self.sent_rows.append(rows)
+        return comm.all_to_all(pieces, self.log)
+
+
+def reference_ep_dispatch(tokens: list, experts: list, n_experts: int, n_ranks: int, group) -> list:
+    """Rank j's received tokens, grouped by its local experts: ``out[j][e]`` = rows for global expert
+    j·E/p + e, in order of source rank, then of token. Each rank sends one all-to-all."""
+    per = n_experts // n_ranks
+    send = []
+    for i in range(n_ranks):
+        ex = np.asarray(experts[i])
+        order = np.argsort(ex, kind="stable")                                  # group by expert, keep token order
+        send.append([np.asarray(tokens[i])[order][ex[order] // per == j] for j in range(n_ranks)])
+    recv = group.all_to_all(send)
+    out = []
+    for j in range(n_ranks):
+        rows = np.concatenate(recv[j]) if recv[j] else np.zeros((0,))
+        owners = np.concatenate([np.sort(np.asarray(experts[i])[np.asarray(experts[i]) // per == j])
+                                 for i in range(n_ranks)])
+        out.append([rows[owners == j * per + e] for e in range(per)])
+    return out
+
+
+def _dispatch_problem(got, expected: list, group: AllToAllGroup, experts: list, per: int) -> str | None:
+    if len(group.sent_rows) != 1:
+        return f"made {len(group.sent_rows)} all_to_all calls; the budget is one"
+    p = group.n_ranks
+    owner = [np.asarray(e) // per for e in experts]
+    due = np.array([[int(np.sum(owner[i] == j)) for j in range(p)] for i in range(p)])
+    sent = group.sent_rows[0]
+    if sent.shape != due.shape or np.any(sent != due):
+        bad = np.argwhere(sent != due)[0] if sent.shape == due.shape else (0, 0)
+        return (f"rank {bad[0]} sent rank {bad[1]} {sent[tuple(bad)] if sent.shape == due.shape else '?'} rows; "
+                f"exactly its {due[tuple(bad)]} tokens for that rank's experts are due")
+    try:
+        if len(got) != p or any(len(got[j]) != per for j in range(p)):
+            return f"return p = {p} lists of E/p = {per} arrays"
+        for j in range(p):
+            for e in range(per):
+                have = np.asarray(got[j][e], dtype=float)
+                want = expected[j][e]
+                if have.shape != want.shape or not np.array_equal(have, want):
+                    rows = have.shape[0] if have.ndim else 0
+                    return (f"rank {j}, local expert {e} (global {j * per + e}) got {rows} rows, expected "
+                            f"{want.shape[0]} (or in another order: by source rank, then token)")
+    except TypeError:
+        return "return a list (per rank) of lists (per local expert) of (rows, d) arrays"
+    return None
+
+
+def check_ep_dispatch(fn) -> None:
+    """``fn(tokens, experts, n_experts, n_ranks, group)`` -> per rank, per local expert, the (rows, d) tokens it runs.
+
+    ``tokens[i]`` (n_i, d) and ``experts[i]`` (n_i,) are rank i's tokens and their chosen experts; rank j
+    holds experts j·E/p … (j+1)·E/p − 1. Budget, recorded by the group: one ``all_to_all`` in which rank i
+    sends rank j exactly its tokens for j's experts (nothing replicated, nothing broadcast).
+    """
+    g = rng()
+    shapes = [(2, 4, [3, 2]), (1, 2, [4]), (4, 4, [0, 3, 1, 5]), (2, 2, [6, 6])]
+    for _ in range(6):
+        p = int(g.choice([2, 3, 4]))
+        shapes.append((p, p * int(g.integers(1, 4)), [int(n) for n in g.integers(0, 9, size=p)]))
+    cases = []
+    for p, n_experts, counts in shapes:
+        d = int(g.integers(1, 5))
+        tokens = [np.round(g.normal(size=(n, d)), 3) + 10 * i for i, n in enumerate(counts)]
+        experts = [g.integers(0, n_experts, size=n) for n in counts]
+        if p == 2 and n_experts == 2 and counts == [6, 6]:
+            experts = [np.zeros(6, dtype=int), np.zeros(6, dtype=int)]            # every token to rank 0
+        expected = reference_ep_dispatch(tokens, experts, n_experts, p, AllToAllGroup(p))
+        group = AllToAllGroup(p)
+        cases.append(Case(f"p={p}, E={n_experts}, tokens per rank {counts}", (tokens, experts, n_experts, p, group),
+                          expected=expected,
+                          check_result=lambda got, e=expected, group=group, experts=experts, per=n_experts // p:
+                          _dispatch_problem(got, e, group, experts, per)))
+    check("ep_dispatch", fn, cases, compare=lambda got, expected: True)

@@ -29,12 +29,34 @@ def _layer_case(g: np.random.Generator, zero_b: bool = False) -> tuple[str, tupl
     return label, (x, w, a, b, scale)
 
 
+def _large_base_case(g: np.random.Generator) -> tuple[str, tuple]:
+    """A base whose entries are ~2⁴⁰ and cancel exactly in x W₀, beside an O(1) low-rank update.
+
+    x W₀ + s (x A) B is then exact, while W₀ + s·A·B rounds the update to W₀'s spacing (2⁻¹²): the merged
+    matrix cannot hold a small update to a large weight (the reason merged low-precision weights lose LoRA).
+    """
+    n, half, d_out, r = int(g.integers(1, 5)), int(g.integers(2, 12)), int(g.integers(2, 20)), int(g.integers(1, 4))
+    m = g.integers(1, 5, size=(half, d_out)) * g.choice([-1.0, 1.0], size=(half, d_out))
+    w = np.empty((2 * half, d_out))
+    w[0::2], w[1::2] = m * 2.0 ** 40, -m * 2.0 ** 40  # rows in ± pairs
+    x = np.repeat(g.integers(-4, 5, size=(n, half)).astype(float), 2, axis=1)  # equal entries in each pair
+    a, b = g.normal(size=(2 * half, r)), g.normal(size=(r, d_out))
+    return f"x {x.shape}, W₀ {w.shape} with entries ~2^40 that cancel in x W₀, r={r}", (x, w, a, b, 2.0)
+
+
 def check_lora_forward(fn) -> None:
-    """``fn(x, w, a, b, scale)`` -> x W + scale · (x A) B; with B = 0 it must equal x W exactly."""
+    """``fn(x, w, a, b, scale)`` -> x W + scale · (x A) B; with B = 0 it must equal x W exactly.
+
+    One hidden case has a base of large entries that cancel in x W₀ (exactly, in floating point) beside an
+    O(1) update: forming W₀ + s·A·B first rounds the update away there, so only the factored path passes.
+    """
     g = rng()
     cases = []
     for i in range(10):
         label, args = _layer_case(g, zero_b=(i == 0))
+        cases.append(Case(label, args, expected=reference_lora_forward(*args)))
+    for _ in range(2):
+        label, args = _large_base_case(g)
         cases.append(Case(label, args, expected=reference_lora_forward(*args)))
     check("lora_forward", fn, cases)
 

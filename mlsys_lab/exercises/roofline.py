@@ -1,20 +1,81 @@
-"""Checks for the exercises of 03_roofline: bound classification, the compute-bound batch, Little's law."""
+"""Checks for the exercises of 03_roofline: a hierarchical roofline, the compute-bound batch, Little's law with
+the loaded latency, and a kernel measured and placed on this machine's roofline."""
 
 from __future__ import annotations
 
 import math
 
-from mlsys_lab.exercises import Case, check, rng
-from mlsys_lab.hardware import PRESETS
+import numpy as np
+
+from mlsys_lab import records
+from mlsys_lab.exercises import Case, check, close_enough, rng
+from mlsys_lab.hardware import H200, PRESETS
+from mlsys_lab.timing import benchmark
 from mlsys_lab.units import BYTES_PER_DTYPE
 
 HARDWARE = list(PRESETS.values())
+LEVELS = ("HBM", "L2", "shared")
 
 
-def reference_bound(flop: float, n_bytes: float, peak_flops: float, bandwidth: float) -> str:
-    return "memory" if flop / n_bytes < peak_flops / bandwidth else "compute"
+# ------------------------------------------------------------------ 6.1 a kernel on a hierarchical roofline
+def reference_bound(flop: float, traffic: dict, peak_flops: float, bandwidths: dict) -> tuple[float, str]:
+    """(attainable FLOP/s, limiter): each level's roof is (flop / its bytes) x its bandwidth; the lowest of the
+    roofs and the peak binds. The limiter is "compute" when no roof is below the peak (the ridge counts as
+    compute-bound), else the level with the lowest roof (the first such level on a tie)."""
+    attainable, limiter = float(peak_flops), "compute"
+    for level, n_bytes in traffic.items():
+        roof = flop / n_bytes * bandwidths[level]
+        if roof < attainable:
+            attainable, limiter = roof, level
+    return attainable, limiter
 
 
+def _same_bound(got, expected) -> bool:
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return False
+    return close_enough(float(got[0]), expected[0]) and got[1] == expected[1]
+
+
+def _bound_case(label: str, flop: float, traffic: dict, peak: float, bandwidths: dict) -> Case:
+    return Case(label, (flop, traffic, peak, bandwidths), expected=reference_bound(flop, traffic, peak, bandwidths))
+
+
+def check_classify_bound(fn) -> None:
+    """``fn(flop, traffic, peak_flops, bandwidths)`` -> (attainable FLOP/s, "compute" or the binding level).
+
+    Cases straddle every preset's ridge in every dtype (just above and just below it, at a random level),
+    land exactly on a ridge (powers of two, so every way of computing it agrees), give a level with more
+    bytes than the binding one but a faster bandwidth, and a single-level (plain) roofline.
+    """
+    bw = {"HBM": 4.8e12, "L2": 12e12, "shared": 31e12}
+    cases = [
+        # the worked example: a 4096^3 fp32 matmul in 16 x 16 tiles (each matrix once from HBM, the strips from L2)
+        _bound_case("4096^3 fp32, tile 16, H200", 2 * 4096.0**3,
+                    {"HBM": 12 * 4096.0**2, "L2": 4 * (2 * 4096.0**3 / 16 + 4096.0**2)}, 67e12, bw),
+        _bound_case("exactly on the HBM ridge", 2.0**30, {"HBM": 2.0**26, "L2": 2.0**25}, 2.0**44, {"HBM": 2.0**40,
+                    "L2": 2.0**41}),
+        _bound_case("exactly on the L2 ridge", 2.0**30, {"HBM": 2.0**22, "L2": 2.0**27}, 2.0**44, {"HBM": 2.0**40,
+                    "L2": 2.0**41}),
+        _bound_case("HBM binds, L2 moves more bytes", 1e12, {"HBM": 1e11, "L2": 2e11}, 67e12, bw),
+        _bound_case("one level (plain roofline)", 1e9, {"HBM": 1.2e8}, 67e12, {"HBM": 4.8e12}),
+    ]
+    g = rng()
+    for hw in HARDWARE:
+        for dtype in hw.peak_flop_per_s:
+            peak, hbm = hw.peak(dtype), hw.memory_bandwidth_bytes_per_s
+            bandwidths = {"HBM": hbm, "L2": hbm * float(g.uniform(2, 4)), "shared": hbm * float(g.uniform(5, 9))}
+            for factor in (float(g.uniform(1.05, 1.9)), float(g.uniform(0.55, 0.95))):  # roof / peak, both sides
+                flop = float(2 * int(g.integers(2**20, 2**34)))
+                binding = LEVELS[int(g.integers(3))]
+                roofs = {level: peak * factor * float(g.uniform(1.2, 3)) for level in LEVELS}
+                roofs[binding] = peak * factor
+                traffic = {level: float(round(flop * bandwidths[level] / roofs[level])) for level in LEVELS}
+                cases.append(_bound_case(f"{binding} roof at {factor:.2f} x peak, {hw.name} {dtype}", flop, traffic,
+                                         peak, bandwidths))
+    check("classify_bound", fn, cases, compare=_same_bound)
+
+
+# ------------------------------------------------------------------ 6.2 the compute-bound batch
 def reference_compute_bound_batch(d_model: int, peak_flops: float, bandwidth: float, bytes_per_element: int):
     """Smallest batch b with 2 b d^2 / (e (2 b d + d^2)) >= peak / bandwidth, or None if no b reaches it."""
     ridge = peak_flops / bandwidth
@@ -33,75 +94,172 @@ def reference_compute_bound_batch(d_model: int, peak_flops: float, bandwidth: fl
     return b
 
 
-def reference_loads_in_flight(
-    bandwidth: float, latency: float, n_sms: int, threads_per_sm: int, bytes_per_load: int
-) -> int:
-    """Little's law: bytes in flight = bandwidth x latency, shared by n_sms x threads_per_sm threads."""
-    return math.ceil(bandwidth * latency / (n_sms * threads_per_sm * bytes_per_load))
-
-
-def check_classify_bound(fn) -> None:
-    """``fn(flop, n_bytes, peak_flops, bandwidth)`` -> "memory" or "compute"."""
-    cases = [
-        Case("c = a + b, 1e6 fp32, H200", (1e6, 12e6, 67e12, 4.8e12), expected="memory"),
-        Case("4096^3 fp32 matmul, H200", (2 * 4096**3, 12 * 4096**2, 67e12, 4.8e12), expected="compute"),
-    ]
-    g = rng()
-    for _ in range(12):
-        hw = HARDWARE[int(g.integers(len(HARDWARE)))]
-        dtype = list(hw.peak_flop_per_s)[int(g.integers(len(hw.peak_flop_per_s)))]
-        m, n, k = (int(v) for v in g.integers(1, 8192, size=3))
-        e = BYTES_PER_DTYPE[dtype]
-        flop, n_bytes = 2.0 * m * n * k, float(e * (m * k + k * n + m * n))
-        args = (flop, n_bytes, hw.peak(dtype), hw.memory_bandwidth_bytes_per_s)
-        cases.append(Case(f"matmul {m}x{n}x{k} {dtype} on {hw.name}", args, expected=reference_bound(*args)))
-    check("classify_bound", fn, cases)
-
-
 def check_compute_bound_batch(fn) -> None:
-    """``fn(d_model, peak_flops, bandwidth, bytes_per_element)`` -> smallest compute-bound batch, or None."""
-    cases = [
-        Case(
-            "d=8192, H200 bf16",
-            (8192, 989.5e12, 4.8e12, 2),
-            expected=reference_compute_bound_batch(8192, 989.5e12, 4.8e12, 2),
-        ),
-        Case("d=128, H200 bf16 (never)", (128, 989.5e12, 4.8e12, 2), expected=None),
+    """``fn(d_model, peak_flops, bandwidth, bytes_per_element)`` -> smallest compute-bound batch, or None.
+
+    Every preset in every dtype, a batch landing exactly on the ridge (powers of two), a d just past d / e =
+    ridge (a huge batch) and just short of it (None), and batch 1 already compute-bound.
+    """
+    fixed = [
+        ("d=8192, H200 bf16", (8192, 989.5e12, 4.8e12, 2)),
+        ("d=128, H200 bf16 (never)", (128, 989.5e12, 4.8e12, 2)),
+        ("exactly on the ridge at b=2048", (4096, 1024e12, 1e12, 2)),
+        ("intensity at b=1 already past the ridge", (8192, 1e12, 1e12, 4)),
+        ("d just past ridge x e", (4124, 1024e12, 1e12, 4)),
+        ("d just short of ridge x e", (4092, 1024e12, 1e12, 4)),
     ]
+    cases = [Case(label, args, expected=reference_compute_bound_batch(*args)) for label, args in fixed]
     g = rng()
-    for _ in range(10):
-        hw = HARDWARE[int(g.integers(len(HARDWARE)))]
-        dtype = list(hw.peak_flop_per_s)[int(g.integers(len(hw.peak_flop_per_s)))]
-        e = BYTES_PER_DTYPE[dtype]
-        d = int(g.choice([256, 1024, 2048, 4096, 5120, 8192, 12288, 16384]))
-        args = (d, hw.peak(dtype), hw.memory_bandwidth_bytes_per_s, e)
-        cases.append(Case(f"d={d}, {hw.name} {dtype}", args, expected=reference_compute_bound_batch(*args)))
+    for hw in HARDWARE:
+        for dtype in hw.peak_flop_per_s:
+            e = BYTES_PER_DTYPE[dtype]
+            ridge = hw.ridge_point(dtype)
+            d = int(round(ridge * e * float(g.uniform(1.3, 12)))) + int(g.integers(0, 64))
+            args = (d, hw.peak(dtype), hw.memory_bandwidth_bytes_per_s, e)
+            cases.append(Case(f"d={d}, {hw.name} {dtype}", args, expected=reference_compute_bound_batch(*args)))
     check("compute_bound_batch", fn, cases)
 
 
+# ------------------------------------------------------------------ 6.3 Little's law with the loaded latency
+def reference_loads_in_flight(inflight, bytes_per_s, fraction: float, n_sms: int, threads_per_sm: int,
+                              bytes_per_load: int) -> tuple[float, int]:
+    """(loaded latency in s, loads in flight per thread) to reach ``fraction`` of the sweep's best bandwidth.
+
+    The loaded latency is n / R at the knee: the point with the fewest bytes in flight among those reaching
+    ``fraction`` x best. Little's law with it: bytes in flight = target x latency, shared by every thread.
+    """
+    n, r = np.asarray(inflight, dtype=float), np.asarray(bytes_per_s, dtype=float)
+    target = fraction * r.max()
+    reaching = np.flatnonzero(r >= target)
+    knee = reaching[np.argmin(n[reaching])]
+    latency = float(n[knee] / r[knee])
+    return latency, math.ceil(target * latency / (n_sms * threads_per_sm * bytes_per_load))
+
+
+def _same_latency_and_loads(got, expected) -> bool:
+    if not isinstance(got, (tuple, list)) or len(got) != 2 or isinstance(got[1], bool):
+        return False
+    return close_enough(float(got[0]), expected[0]) and isinstance(got[1], (int, np.integer)) and got[1] == expected[1]
+
+
+def synthetic_sweep(g: np.random.Generator) -> tuple[list[float], list[float]]:
+    """A bandwidth sweep whose latency grows under load: R(n) = R_max n / (n + R_max t0), so n / R = t0 + n / R_max
+    (a queue behind the memory), with a little noise, given in shuffled order."""
+    peak, idle = float(g.uniform(1e12, 8e12)), float(g.uniform(300e-9, 800e-9))
+    inflight = np.geomspace(peak * idle / 8, peak * idle * 64, int(g.integers(10, 20)))
+    rate = peak * inflight / (inflight + peak * idle) * g.uniform(0.97, 1.0, inflight.size)
+    order = g.permutation(inflight.size)
+    return [float(v) for v in inflight[order]], [float(v) for v in rate[order]]
+
+
 def check_loads_in_flight(fn) -> None:
-    """``fn(bandwidth, latency, n_sms, threads_per_sm, bytes_per_load)`` -> loads in flight per thread."""
-    cases = [
-        Case(
-            "4.8 TB/s, 600 ns, 132 SMs x 2048 threads, float4",
-            (4.8e12, 600e-9, 132, 2048, 16),
-            expected=reference_loads_in_flight(4.8e12, 600e-9, 132, 2048, 16),
-        )
-    ]
+    """``fn(inflight, bytes_per_s, fraction, n_sms, threads_per_sm, bytes_per_load)`` -> (loaded latency in s,
+    loads in flight per thread, rounded up). The worked example is the recorded H200 sweep; the other sweeps are
+    drawn with a latency that grows under load, in shuffled order."""
+    sweep = records.load("roofline_h200")["littles_law"]["hbm_inflight_sweep"]
+    args = ([float(r["bytes_in_flight"]) for r in sweep], [r["bytes_per_s"] for r in sweep], 0.95, 132, 1024, 4)
+    cases = [Case("the recorded H200 sweep, 95%, 132 SMs x 1024 threads, 4 B", args,
+                  expected=reference_loads_in_flight(*args))]
     g = rng()
     for _ in range(10):
-        args = (
-            float(g.uniform(1e12, 8e12)),
-            float(g.uniform(300e-9, 1200e-9)),
-            int(g.integers(60, 160)),
-            int(g.choice([256, 512, 1024, 2048])),
-            int(g.choice([4, 8, 16])),
-        )
-        cases.append(
-            Case(
-                f"bw={args[0]:.3g}, t={args[1]:.3g}, {args[2]} SMs x {args[3]}, {args[4]} B",
-                args,
-                expected=reference_loads_in_flight(*args),
-            )
-        )
-    check("loads_in_flight", fn, cases)
+        inflight, rate = synthetic_sweep(g)
+        args = (inflight, rate, float(g.choice([0.8, 0.9, 0.95])), int(g.integers(60, 160)),
+                int(g.choice([256, 512, 1024, 2048])), int(g.choice([4, 8, 16])))
+        cases.append(Case(f"{len(inflight)}-point sweep, {args[2]:.0%}, {args[3]} SMs x {args[4]}, {args[5]} B",
+                          args, expected=reference_loads_in_flight(*args)))
+    check("loads_in_flight", fn, cases, compare=_same_latency_and_loads)
+
+
+# ------------------------------------------------------------------ 6.4 a kernel measured and placed
+KERNELS = ("axpy", "sum", "matmul")
+TIME_BAND = 8.0  # the learner's time must be within this factor of the check's own measurement
+
+
+def kernel_counts(kernel: str, n: int) -> tuple[float, float]:
+    """(FLOP, minimum bytes) of one of ``KERNELS`` on fp32 data of size n.
+
+    axpy y = a x + y (n elements): 2n FLOP, 12n bytes (x and y read, y written). sum of n elements: n - 1
+    additions, 4n + 4 bytes. matmul of two n x n matrices: 2n^3 FLOP, 12n^2 bytes (each matrix once).
+    """
+    if kernel == "axpy":
+        return 2.0 * n, 12.0 * n
+    if kernel == "sum":
+        return float(n - 1), 4.0 * n + 4
+    if kernel == "matmul":
+        return 2.0 * n**3, 12.0 * n**2
+    raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}")
+
+
+def reference_kernel_run(kernel: str, n: int):
+    """A zero-argument callable running ``kernel`` of size n on fresh fp32 NumPy arrays."""
+    if kernel == "matmul":
+        a, b = (np.full((n, n), 0.5, dtype=np.float32) for _ in range(2))
+        return lambda: a @ b
+    x, y = (np.full(n, 0.5, dtype=np.float32) for _ in range(2))
+    if kernel == "sum":
+        return lambda: x.sum()
+    return lambda: np.add(np.multiply(np.float32(2.0), x), y, out=y)
+
+
+def reference_measure_on_roofline(kernel: str, n: int, peak_flops: float, bandwidth: float) -> dict:
+    """Count, time (median of NumPy runs) and place ``kernel`` of size n under the roof (peak, bandwidth)."""
+    flop, n_bytes = kernel_counts(kernel, n)
+    seconds = benchmark(reference_kernel_run(kernel, n), warmup=1, repeat=5, use_gpu=False).median
+    attainable = min(peak_flops, flop / n_bytes * bandwidth)
+    return {"flop": flop, "bytes": n_bytes, "seconds": seconds, "flop_per_s": flop / seconds,
+            "attainable": attainable, "bound": "memory" if flop / n_bytes < peak_flops / bandwidth else "compute"}
+
+
+def _same_placement(got, expected) -> bool:
+    if not isinstance(got, dict):
+        return False
+    return all(key in got and close_enough(got[key], value) for key, value in expected.items())
+
+
+def _measured_consistently(kernel: str, n: int):
+    def check_result(got: dict) -> str | None:
+        seconds, rate = got.get("seconds"), got.get("flop_per_s")
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0:
+            return f"seconds must be a time > 0; got {seconds!r}"
+        if not close_enough(rate, got["flop"] / seconds):
+            return f"flop_per_s {rate!r} is not flop / seconds = {got['flop'] / seconds:.6g}"
+        # the check's own runs of the same kernel, right after the learner's: a busy machine widens the band
+        samples = benchmark(reference_kernel_run(kernel, n), warmup=1, repeat=5, use_gpu=False).samples
+        low, high = min(samples) / TIME_BAND, max(samples) * TIME_BAND
+        if not low <= seconds <= high:
+            return (f"seconds {seconds:.3g} is outside {low:.3g} to {high:.3g} s, {TIME_BAND:g}x around the check's "
+                    f"own runs of the same kernel on this machine ({min(samples):.3g} to {max(samples):.3g} s)")
+        return None
+
+    return check_result
+
+
+def check_measure_on_roofline(fn) -> None:
+    """``fn(kernel, n, peak_flops, bandwidth)`` -> {"flop", "bytes", "seconds", "flop_per_s", "attainable", "bound"}.
+
+    Counts, attainable rate and bound must match a trusted recount; the time is not judged against a figure
+    but against the check's own NumPy measurement of the same kernel on the same machine (within 8x), and
+    flop_per_s must be the learner's flop / seconds. Ceilings are the H200's (where every CPU time is far from
+    the roofline time) and drawn ones straddling each kernel's intensity.
+    """
+    sizes = {"axpy": (2**14, 2**17), "sum": (2**14, 2**17), "matmul": (32, 65)}  # n^3 <= 2^18: OpenBLAS runs one thread
+    g = rng()
+    plan = [("axpy", H200.peak("fp32"), H200.memory_bandwidth_bytes_per_s),
+            ("matmul", H200.peak("fp32"), H200.memory_bandwidth_bytes_per_s)]
+    for kernel in KERNELS:
+        for factor in (float(g.uniform(0.5, 0.9)), float(g.uniform(1.1, 2))):  # ridge below and above the kernel
+            plan.append((kernel, None, factor))
+    cases = []
+    for kernel, peak, third in plan:
+        low, high = sizes[kernel]
+        n = int(g.integers(low, high))
+        flop, n_bytes = kernel_counts(kernel, n)
+        if peak is None:  # a bandwidth of 100 GB/s and a peak putting the ridge at factor x the intensity
+            peak, bandwidth = flop / n_bytes * third * 100e9, 100e9
+        else:
+            bandwidth = third
+        expected = {"flop": flop, "bytes": n_bytes, "attainable": min(peak, flop / n_bytes * bandwidth),
+                    "bound": "memory" if flop / n_bytes < peak / bandwidth else "compute"}
+        cases.append(Case(f"{kernel} n={n}, peak {peak:.3g} FLOP/s, {bandwidth:.3g} B/s", (kernel, n, peak, bandwidth),
+                          expected=expected, check_result=_measured_consistently(kernel, n)))
+    check("measure_on_roofline", fn, cases, compare=_same_placement)

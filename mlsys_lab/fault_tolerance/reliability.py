@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab import records
-from mlsys_lab.validation import check_int, check_number, check_positive
+from mlsys_lab.validation import check_array, check_finite, check_int, check_number, check_positive
 
 
 # --- failure arithmetic ----------------------------------------------------------------------------
@@ -42,13 +42,15 @@ def cluster_mttf(component_mttf: float, n_components: int) -> float:
 
 def probability_no_failure(job_seconds: float, component_mttf_seconds: float, n_components: int) -> float:
     """P(a job of ``job_seconds`` on ``n_components`` sees no failure) = exp(−n·t/M)."""
-    check_number("job_seconds", job_seconds, low=0.0)
+    check_finite("job_seconds", job_seconds, low=0.0)
+    check_positive("component_mttf_seconds", component_mttf_seconds)
     return float(np.exp(-job_seconds / cluster_mttf(component_mttf_seconds, n_components)))
 
 
 def expected_failures(job_seconds: float, component_mttf_seconds: float, n_components: int) -> float:
     """Expected failures in ``job_seconds`` of wall-clock time: n·t/M (a Poisson count)."""
-    check_number("job_seconds", job_seconds, low=0.0)
+    check_finite("job_seconds", job_seconds, low=0.0)
+    check_positive("component_mttf_seconds", component_mttf_seconds)
     return job_seconds / cluster_mttf(component_mttf_seconds, n_components)
 
 
@@ -91,6 +93,8 @@ def young_daly_interval(checkpoint_cost: float, mttf: float) -> float:
     """
     c = check_positive("checkpoint_cost", checkpoint_cost)
     m = check_positive("mttf", mttf)
+    if not np.isfinite(2 * c * m):
+        raise ValueError(f"checkpoint_cost · mttf must be below 1e308 (a float); got {c:g} · {m:g}")
     return float(np.sqrt(2 * c * m))
 
 
@@ -110,8 +114,8 @@ def daly_interval(checkpoint_cost: float, mttf: float) -> float:
 def first_order_goodput(interval, checkpoint_seconds: float, restart_seconds: float, mttf_seconds: float):
     """Young's model: 1 − C/τ − (τ/2 + R)/M, clipped at 0. ``interval`` may be an array (seconds)."""
     tau = _intervals(interval)
-    c = check_number("checkpoint_seconds", checkpoint_seconds, low=0.0)
-    r = check_number("restart_seconds", restart_seconds, low=0.0)
+    c = check_finite("checkpoint_seconds", checkpoint_seconds, low=0.0)
+    r = check_finite("restart_seconds", restart_seconds, low=0.0)
     m = check_positive("mttf_seconds", mttf_seconds)
     return np.maximum(1.0 - c / tau - (tau / 2 + r) / m, 0.0)
 
@@ -126,8 +130,8 @@ def product_goodput(interval, checkpoint_seconds: float, restart_seconds: float,
     ``interval`` may be an array (seconds).
     """
     tau = _intervals(interval)
-    c = check_number("checkpoint_seconds", checkpoint_seconds, low=0.0)
-    r = check_number("restart_seconds", restart_seconds, low=0.0)
+    c = check_finite("checkpoint_seconds", checkpoint_seconds, low=0.0)
+    r = check_finite("restart_seconds", restart_seconds, low=0.0)
     m = check_positive("mttf_seconds", mttf_seconds)
     return np.maximum(tau / (tau + c) * (1 - (tau / 2 + r) / m), 0.0)
 
@@ -139,8 +143,8 @@ def expected_goodput(interval, checkpoint_seconds: float, restart_seconds: float
     loses that segment (the previous checkpoint is intact). ``interval`` may be an array (seconds).
     """
     tau = _intervals(interval)
-    c = check_number("checkpoint_seconds", checkpoint_seconds, low=0.0)
-    r = check_number("restart_seconds", restart_seconds, low=0.0)
+    c = check_finite("checkpoint_seconds", checkpoint_seconds, low=0.0)
+    r = check_finite("restart_seconds", restart_seconds, low=0.0)
     m = check_positive("mttf_seconds", mttf_seconds)
     with np.errstate(over="ignore"):  # e^{(τ+C)/M} overflows to ∞ when τ ≫ M: goodput 0, as it should
         return tau / (m * np.exp(r / m) * np.expm1((tau + c) / m))
@@ -167,10 +171,16 @@ def optimal_interval(checkpoint_seconds: float, mttf_seconds: float) -> float:
 
 def goodput_at_optimum(checkpoint_seconds, restart_seconds, mttf_seconds: float):
     """Best achievable goodput for each (C, R); broadcasts arrays of C and R (seconds)."""
-    c_arr, r_arr = np.broadcast_arrays(np.asarray(checkpoint_seconds, float),
-                                       np.asarray(restart_seconds, float))
+    check_positive("mttf_seconds", mttf_seconds)
+    c_arr, r_arr = (np.asarray(check_array(label, x, finite=True, min_size=0), float) for label, x in
+                    (("checkpoint_seconds", checkpoint_seconds), ("restart_seconds", restart_seconds)))
     if np.any(c_arr <= 0) or np.any(r_arr < 0):
         raise ValueError("checkpoint_seconds must be > 0 and restart_seconds >= 0")
+    try:
+        c_arr, r_arr = np.broadcast_arrays(c_arr, r_arr)
+    except ValueError as error:
+        raise ValueError(f"restart_seconds must broadcast with checkpoint_seconds {c_arr.shape}; got "
+                         f"{r_arr.shape}") from error
     out = np.empty(c_arr.shape)
     for index in np.ndindex(c_arr.shape):
         tau = optimal_interval(float(c_arr[index]), mttf_seconds)
@@ -192,7 +202,7 @@ def restart_budget(target_goodput: float, checkpoint_seconds, mttf_seconds: floa
 
 
 def _intervals(interval):
-    tau = np.asarray(interval, dtype=float)
+    tau = np.asarray(check_array("interval", interval, min_size=0), dtype=float)
     if tau.size == 0 or np.any(~np.isfinite(tau)) or np.any(tau <= 0):
         raise ValueError(f"interval must be > 0 seconds (a number or an array of them); got {interval!r}")
     return tau

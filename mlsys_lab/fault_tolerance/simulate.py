@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsys_lab.validation import check_int, check_number, check_positive
+from mlsys_lab.validation import check_array, check_finite, check_int, check_positive
 
 
 def failure_gaps(mttf_seconds: float, n_gaps: int, n_trials: int = 1, seed: int = 0) -> np.ndarray:
     """Wall-clock seconds between consecutive failures, shape (n_trials, n_gaps), exponential(mean M)."""
     check_positive("mttf_seconds", mttf_seconds)
-    check_int("n_gaps", n_gaps, low=1)
-    check_int("n_trials", n_trials, low=1)
+    check_int("n_gaps", n_gaps, low=1, high=10**8)
+    check_int("n_trials", n_trials, low=1, high=10**8 // n_gaps)  # at most 10**8 gaps (800 MB) in all
+    check_int("seed", seed, low=0)
     return np.random.default_rng(seed).exponential(mttf_seconds, size=(n_trials, n_gaps))
 
 
@@ -37,13 +38,15 @@ def committed_work(gaps: np.ndarray, interval, checkpoint_seconds: float, restar
     asynchronous); ``write_seconds`` the background write of an asynchronous checkpoint (0: blocking).
     Every gap but the first of each trace starts with a restart.
     """
-    tau = np.asarray(interval, dtype=float)
+    tau = np.asarray(check_array("interval", interval, finite=True, min_size=0), dtype=float)
     if np.any(tau <= 0):
-        raise ValueError(f"interval must be > 0 seconds; got {interval!r}")
-    c = check_number("checkpoint_seconds", checkpoint_seconds, low=0.0)
-    r = check_number("restart_seconds", restart_seconds, low=0.0)
-    w = check_number("write_seconds", write_seconds, low=0.0)
-    gaps = np.asarray(gaps, dtype=float)
+        raise ValueError(f"interval must be > 0 seconds; got {interval!r:.80}")
+    c = check_finite("checkpoint_seconds", checkpoint_seconds, low=0.0)
+    r = check_finite("restart_seconds", restart_seconds, low=0.0)
+    w = check_finite("write_seconds", write_seconds, low=0.0)
+    gaps = np.asarray(check_array("gaps", gaps, ndim=(1, 2), finite=True), dtype=float)
+    if np.any(gaps < 0):
+        raise ValueError("gaps must be >= 0 seconds between failures")
     restart = np.full(gaps.shape, r)
     restart[..., 0] = 0.0  # the job starts fresh: no restart before the first gap
     tau_b = tau.reshape(tau.shape + (1,) * gaps.ndim)
@@ -54,8 +57,11 @@ def committed_work(gaps: np.ndarray, interval, checkpoint_seconds: float, restar
 def simulate_goodput(intervals, checkpoint_seconds: float, restart_seconds: float, mttf_seconds: float,
                      n_failures: int = 20_000, seed: int = 0, write_seconds: float = 0.0) -> np.ndarray:
     """Long-run goodput for each interval over one shared trace of ``n_failures`` failures."""
+    check_int("n_failures", n_failures, low=1, high=10**7)
+    tau = np.atleast_1d(np.asarray(check_array("intervals", intervals, finite=True), dtype=float))
+    if np.any(tau <= 0):
+        raise ValueError(f"intervals must be > 0 seconds; got {intervals!r:.80}")
     gaps = failure_gaps(mttf_seconds, n_failures, 1, seed)[0]
-    tau = np.atleast_1d(np.asarray(intervals, dtype=float))
     out = np.empty(tau.shape)
     for start in range(0, tau.size, 16):  # 16 intervals at a time keeps the work array small
         block = tau[start:start + 16]
@@ -74,6 +80,8 @@ def simulated_optimum(checkpoint_seconds: float, restart_seconds: float, mttf_se
     """
     c = check_positive("checkpoint_seconds", checkpoint_seconds)
     young = np.sqrt(2 * c * check_positive("mttf_seconds", mttf_seconds))
+    check_int("n_points", n_points, low=3, high=10_000)
+    check_int("n_failures", n_failures, low=1, high=10**7)
     grid = young * np.logspace(-np.log10(4), np.log10(4), n_points)
     goodputs = simulate_goodput(grid, checkpoint_seconds, restart_seconds, mttf_seconds, n_failures, seed)
     i = int(np.clip(np.argmax(goodputs), 1, n_points - 2))
@@ -92,11 +100,15 @@ def simulate_job(work_seconds: float, interval: float, checkpoint_seconds: float
     """
     work = check_positive("work_seconds", work_seconds)
     tau = check_positive("interval", interval)
-    c = check_number("checkpoint_seconds", checkpoint_seconds, low=0.0)
-    r = check_number("restart_seconds", restart_seconds, low=0.0)
+    c = check_finite("checkpoint_seconds", checkpoint_seconds, low=0.0)
+    r = check_finite("restart_seconds", restart_seconds, low=0.0)
     m = check_positive("mttf_seconds", mttf_seconds)
+    check_int("n_trials", n_trials, low=1, high=10**6)
     # enough gaps that every trial finishes: the expected count times 3, plus slack
     n_gaps = int(3 * (work + c * work / tau) / m / max(float(np.exp(-(tau + c + r) / m)), 1e-3)) + 50
+    if n_gaps * n_trials > 10**8:
+        raise ValueError(f"work_seconds={work:g} is {work / m:.3g} times mttf_seconds={m:g}: a trial would need "
+                         f"{n_gaps} failure gaps ({n_trials} trials; at most 10**8 gaps in all)")
     gaps = failure_gaps(m, n_gaps, n_trials, seed)
     done = committed_work(gaps, tau, c, r)
     before = np.cumsum(done, axis=1) - done  # work committed before each gap
@@ -122,9 +134,9 @@ def timeline(work_seconds: float, interval: float, checkpoint_seconds: float, re
     """
     work = check_positive("work_seconds", work_seconds)
     tau = check_positive("interval", interval)
-    c = check_number("checkpoint_seconds", checkpoint_seconds, low=0.0)
-    r = check_number("restart_seconds", restart_seconds, low=0.0)
-    rng = np.random.default_rng(seed)
+    c = check_finite("checkpoint_seconds", checkpoint_seconds, low=0.0)
+    r = check_finite("restart_seconds", restart_seconds, low=0.0)
+    rng = np.random.default_rng(check_int("seed", seed, low=0))
     t, committed, points, failures = 0.0, 0.0, [(0.0, 0.0)], []
     next_failure = rng.exponential(check_positive("mttf_seconds", mttf_seconds))
     restarting = False
@@ -181,15 +193,15 @@ def simulate_elastic(policy: str, n_replicas: int, n_spares: int, replica_mttf_s
     spares = check_int("n_spares", n_spares, low=0)
     dt = check_positive("dt_seconds", dt_seconds)
     p_fail = -np.expm1(-dt / check_positive("replica_mttf_seconds", replica_mttf_seconds))
-    steps_of = {name: max(int(round(check_number(name, value, low=0.0) / dt)), 0) for name, value in
+    steps_of = {name: max(int(round(check_finite(name, value, low=0.0) / dt)), 0) for name, value in
                 {"repair_seconds": repair_seconds, "checkpoint_seconds": checkpoint_seconds,
                  "restart_seconds": restart_seconds, "reform_seconds": reform_seconds}.items()}
     repair, ckpt, restart, reform = (steps_of[k] for k in ("repair_seconds", "checkpoint_seconds",
                                                            "restart_seconds", "reform_seconds"))
     tau = check_positive("interval", interval)
     n_steps = int(check_positive("horizon_seconds", horizon_seconds) / dt)
-    trials = check_int("n_trials", n_trials, low=1)
-    rng = np.random.default_rng(seed)
+    trials = check_int("n_trials", n_trials, low=1, high=10**6)
+    rng = np.random.default_rng(check_int("seed", seed, low=0))
 
     in_job = np.full(trials, n)
     free = np.full(trials, spares)

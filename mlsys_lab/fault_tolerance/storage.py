@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from mlsys_lab.validation import check_int, check_number, check_positive
+from mlsys_lab.validation import check_finite, check_int, check_positive
 
 TRAINING_BYTES_PER_PARAM = {"bf16 weights": 2, "bf16 gradients": 2, "fp32 master weights": 4,
                             "Adam m (fp32)": 4, "Adam v (fp32)": 4}
@@ -73,9 +73,9 @@ def hdd_write_seconds(n_writes: int, total_bytes: float, n_disks: int, seek_seco
     streams at ``disk_bytes_per_s``: (n_writes·seek + bytes/bandwidth) / n_disks.
     """
     k = check_int("n_writes", n_writes, low=1)
-    check_number("total_bytes", total_bytes, low=0.0)
+    check_finite("total_bytes", total_bytes, low=0.0)
     disks = check_int("n_disks", n_disks, low=1)
-    check_number("seek_seconds", seek_seconds, low=0.0)
+    check_finite("seek_seconds", seek_seconds, low=0.0)
     return (k * seek_seconds + total_bytes / check_positive("disk_bytes_per_s", disk_bytes_per_s)) / disks
 
 

@@ -9,11 +9,16 @@ Kernels are declared ``extern "C"`` so that their names are not mangled. Compile
 compiled once and cached. CuPy is reached only through :data:`mlsys_lab.backend.xp`; on a machine
 without a usable GPU every entry point raises :class:`GPUUnavailable` with the reason, so a lesson
 can fall back to its NumPy reference.
+
+``kernel()`` is itself cached per (file, name, options): a launcher called in a loop pays a dictionary
+lookup, not a file-system scan and a module lookup. ``arch="sm_90a"`` compiles with NVRTC directly for an
+architecture-specific target (Hopper's ``wgmma``, ``setmaxnreg``), which ``cupy.RawModule`` does not choose.
 """
 
 from __future__ import annotations
 
 import functools
+import tempfile
 from pathlib import Path
 
 from mlsys_lab import backend
@@ -73,13 +78,44 @@ def module(file_name: str, defines: dict | None = None, options: tuple[str, ...]
     return _module(source_path(file_name).relative_to(KERNEL_DIR).as_posix(), options, tuple(name_expressions))
 
 
-def kernel(file_name: str, kernel_name: str, defines: dict | None = None, options: tuple[str, ...] = ()):
+def kernel(file_name: str, kernel_name: str, defines: dict | None = None, options: tuple[str, ...] = (),
+           arch: str | None = None):
     """One ``cupy.RawKernel`` from ``file_name`` (compiled on first use, then cached).
 
     ``kernel_name`` is an ``extern "C"`` name or a template instantiation: ``"sgemm_2d<128, 128, 8, 8, 8>"``.
+    ``arch`` (e.g. ``"sm_90a"``) compiles for that exact target instead of the one CuPy picks.
     """
+    require_gpu(file_name)
+    return _kernel(file_name, kernel_name, define_options(defines) + tuple(options), arch)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(file_name: str, kernel_name: str, options: tuple[str, ...], arch: str | None):
+    file_name = source_path(file_name).relative_to(KERNEL_DIR).as_posix()
+    if arch is not None:
+        return _module_for_arch(file_name, arch, options).get_function(kernel_name)
     names = (kernel_name,) if "<" in kernel_name else ()
-    return module(file_name, defines, options, names).get_function(kernel_name)
+    return _module(file_name, options, names).get_function(kernel_name)
+
+
+@functools.lru_cache(maxsize=None)
+def _module_for_arch(file_name: str, arch: str, options: tuple[str, ...]):
+    """NVRTC -> cubin for ``arch`` -> ``cupy.RawModule``; a compile error raises RuntimeError with NVRTC's log."""
+    nvrtc = backend.xp.cuda.nvrtc
+    program = nvrtc.createProgram(read_source(file_name), file_name, (), ())
+    try:
+        nvrtc.compileProgram(program, DEFAULT_OPTIONS + (f"--gpu-architecture={arch}",) + options)
+        if hasattr(nvrtc, "getCUBIN"):
+            binary, suffix = nvrtc.getCUBIN(program), ".cubin"
+        else:
+            binary, suffix = nvrtc.getPTX(program), ".ptx"
+    except nvrtc.NVRTCError as exc:
+        raise RuntimeError(f"NVRTC could not compile {file_name} for {arch}:\n{nvrtc.getProgramLog(program)}") from exc
+    finally:
+        nvrtc.destroyProgram(program)
+    path = Path(tempfile.mkdtemp(prefix="mlsys_lab_")) / f"{Path(file_name).stem}_{arch}{suffix}"
+    path.write_bytes(binary if isinstance(binary, bytes) else binary.encode())
+    return backend.xp.RawModule(path=str(path))
 
 
 def blocks_for(n_items: int, per_block: int) -> int:

@@ -25,6 +25,7 @@ from mlsys_lab.loops.cache_model import (
     tile_fits,
 )
 from mlsys_lab.loops.dependence import (
+    apply_transformation,
     fusion_legal,
     interchange_legal,
     is_legal,
@@ -48,7 +49,8 @@ from mlsys_lab.loops.measure import (
 __all__ = [
     "LOOP_ORDERS", "TILES", "inner_stride", "miss_curves", "misses_per_iteration", "simulate_matmul_misses",
     "tile_fits",
-    "fusion_legal", "interchange_legal", "is_legal", "legal_orders", "lexicographically_positive",
+    "apply_transformation", "fusion_legal", "interchange_legal", "is_legal", "legal_orders",
+    "lexicographically_positive",
     "parallel_loops", "permute", "skew", "tiling_legal", "unroll_and_jam_legal",
     "compare", "measure_blocked", "blocked_sweep", "best_microkernel_seconds", "cpu_ladder_rates", "gpu_ladder_rates",
 ]

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from mlsys_lab.loops.matmul import ORDER_CODES
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import check_choice, check_divisible, check_int
 
 LOOP_ORDERS = ("ijk", "ikj", "jik", "jki", "kij", "kji")
 TILES = (4, 8, 16, 32, 64, 128)  # the tile sides the loop-order explorer offers
@@ -110,9 +110,12 @@ def simulate_matmul_misses(n: int, order: str = "ijk", tile: int | None = None, 
     n = check_int("n", n, low=1, high=1024)
     check_choice("order", order, LOOP_ORDERS)
     tile = n if tile is None else check_int("tile", tile, low=1, high=n)
-    line_bytes = check_int("line_bytes", line_bytes, low=element_bytes)
-    ways = check_int("ways", ways, low=1)
-    cache_bytes = check_int("cache_bytes", cache_bytes, low=line_bytes * ways)
+    element_bytes = check_int("element_bytes", element_bytes, low=1, high=16)
+    line_bytes = check_divisible("line_bytes", check_int("line_bytes", line_bytes, low=element_bytes, high=4096),
+                                 element_bytes)
+    ways = check_int("ways", ways, low=1, high=1024)
+    # up to 256 MiB: the simulator keeps a tag and a stamp (16 bytes) per cache line
+    cache_bytes = check_int("cache_bytes", cache_bytes, low=line_bytes * ways, high=2**28)
     n_sets = cache_bytes // (line_bytes * ways)
     perm = np.array(["ijk".index(c) for c in order], dtype=np.int64)
     misses = _simulate(n, perm, tile, n_sets, ways, line_bytes // element_bytes)

@@ -60,6 +60,24 @@ def legal_orders(vectors: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
     return [order for order in itertools.permutations(range(depth)) if interchange_legal(vectors, order)]
 
 
+def apply_transformation(vectors: Sequence[Sequence[int]], matrix: Sequence[Sequence[int]]) -> np.ndarray:
+    """Distance vectors after a unimodular loop transformation ``T``: each d becomes T d (Wolf & Lam 1991).
+
+    Interchange is a permutation matrix, reversal of loop r a -1 on the diagonal at r, skewing loop j by f
+    times loop i the identity plus f at (j, i); a sequence of them is the product of their matrices.
+    Shapes: vectors (n_deps, depth), matrix (depth, depth); returns (n_deps, depth).
+    """
+    array = _as_vectors(vectors)
+    t = np.asarray(matrix, dtype=np.int64)
+    if t.shape != (array.shape[1], array.shape[1]):
+        raise ValueError(f"matrix must be {array.shape[1]} x {array.shape[1]} (the depth of the vectors); "
+                         f"got shape {t.shape}")
+    if round(abs(np.linalg.det(t))) != 1:
+        raise ValueError(f"matrix must be unimodular (integer, determinant +-1); got determinant "
+                         f"{np.linalg.det(t):.3g}")
+    return array @ t.T
+
+
 def tiling_legal(vectors: Sequence[Sequence[int]]) -> bool:
     """Rectangular tiling of all loops is legal when the band is *fully permutable*: every entry >= 0."""
     return bool(np.all(_as_vectors(vectors) >= 0))

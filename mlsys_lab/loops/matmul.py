@@ -5,6 +5,7 @@
 * :func:`matmul_ijk`, :func:`matmul_ikj`, :func:`matmul_jki`: loop interchange. The innermost loop
   decides the strides (see ``cache_model.misses_per_iteration``).
 * :func:`matmul_tiled`: loop blocking/tiling of the ikj order (tile_i x tile_k x tile_j blocks).
+* :func:`matmul_atb_naive`: C = A^T B with k innermost, the starting point of the lesson's tiling exercise.
 * :func:`matmul_ijk_unroll_jam`: ijk with j unrolled by 4 and jammed: one A load feeds 4 outputs and
   one B cache line serves 4 dot products (Carr & Kennedy 1994).
 * :func:`microkernel_source` / :func:`matmul_microkernel`: the register-blocked kernel of
@@ -25,7 +26,7 @@ import numpy as np
 from numba import njit, prange
 from numba.core import config as numba_config
 
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_array, check_choice, check_int
 
 
 @njit(cache=True)
@@ -114,6 +115,26 @@ def matmul_ijk_unroll_jam(a, b, out):
             acc = 0.0
             for k in range(m):
                 acc += a[i, k] * b[k, j]
+            out[i, j] = acc
+    return out
+
+
+@njit(cache=True)
+def matmul_atb_naive(a, b, out):
+    """C = A^T B, the textbook nest: for i, j: for k: C[i, j] += A[k, i] * B[k, j].
+
+    Shapes: a (m, n), b (m, p), out (n, p). The innermost k walks *both* A and B down a column (stride n
+    and stride p): a cache miss per operand per step, and a strict-order sum that cannot use SIMD. Each
+    C[i, j] is summed in increasing k, so any reordering that keeps k increasing for every (i, j) gives
+    the same bits (no fused multiply-add: numba does not contract without ``fastmath``).
+    """
+    m, n = a.shape
+    p = b.shape[1]
+    for i in range(n):
+        for j in range(p):
+            acc = 0.0
+            for k in range(m):
+                acc += a[k, i] * b[k, j]
             out[i, j] = acc
     return out
 
@@ -257,8 +278,13 @@ def matmul_blocked(a: np.ndarray, b: np.ndarray, out: np.ndarray, order: str = "
     One compiled kernel serves every order and tile (they are run-time arguments), which is what the
     loop-order/tile explorer needs; the dedicated kernels above are faster for their one order.
     """
-    if order not in ORDER_CODES:
-        raise ValueError(f"order must be one of {', '.join(ORDER_CODES)}; got {order!r}")
+    check_choice("order", order, ORDER_CODES)
+    for label, array in (("a", a), ("b", b), ("out", out)):  # before numba, whose errors name no argument
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{label} must be a 2-D NumPy array of floats; got {type(array).__name__}")
+        check_array(label, array, ndim=2, kinds="f", min_size=0)
+    if a.shape[1] != b.shape[0] or out.shape != (a.shape[0], b.shape[1]):
+        raise ValueError(f"a (m, k), b (k, n) and out (m, n) must agree; got {a.shape}, {b.shape} and {out.shape}")
     n = max(a.shape[0], a.shape[1], b.shape[1])
     tile = n if tile is None else check_int("tile", tile, low=1, high=max(n, 1))
     return _matmul_blocked(a, b, out, ORDER_CODES[order], tile)

@@ -25,7 +25,7 @@ from math import gcd
 
 import numpy as np
 
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import check_array, check_bool, check_choice, check_finite, check_int, check_number
 
 WARP_SIZE = 32
 SECTOR_BYTES = 32
@@ -64,24 +64,34 @@ def sectors_per_request(
     addresses = _warps(byte_addresses, "byte_addresses")
     first = addresses // sector_bytes
     last = (addresses + access_bytes - 1) // sector_bytes
-    touched = np.concatenate([first, last], axis=1)
-    return np.array([np.unique(row).size for row in touched])
+    return _distinct_per_row(np.concatenate([first, last], axis=1))
+
+
+def _distinct_per_row(values: np.ndarray) -> np.ndarray:
+    """How many distinct values each row of a 2-D integer array holds (vectorized: sort, count changes)."""
+    ordered = np.sort(values, axis=1)
+    return 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
 
 
 def coalescing_efficiency(byte_addresses, access_bytes: int = 4) -> np.ndarray:
-    """Useful bytes / bytes moved = (distinct bytes the lanes ask for) / (32 x sectors). Shape (warps,)."""
+    """Fewest sectors that could carry the bytes the lanes ask for / sectors touched. Shape (warps,).
+
+    1.0 means no request for the same data could be cheaper: ``x[lane]`` (4 of 4 sectors), but also a
+    broadcast ``x[0]`` (1 of 1: 4 useful bytes in a 32-byte sector, yet the cheapest request there is).
+    ``x[32 * lane]`` needs 4 sectors' worth of data and touches 32: 0.125.
+    """
     addresses = _warps(byte_addresses, "byte_addresses")
     sectors = sectors_per_request(addresses, access_bytes)
     spans = addresses[:, :, None] + np.arange(access_bytes)
     useful = np.array([np.unique(row).size for row in spans.reshape(len(addresses), -1)])
-    return useful / (SECTOR_BYTES * sectors)
+    return -(-useful // SECTOR_BYTES) / sectors
 
 
 def strided_addresses(stride: int, element_bytes: int = 4, offset: int = 0) -> np.ndarray:
     """Byte addresses of ``x[offset + lane * stride]`` for one warp (the ``read_strided`` kernel)."""
-    check_int("stride", stride, low=0)
-    check_int("offset", offset, low=0)
-    return (offset + lanes() * stride) * check_int("element_bytes", element_bytes, low=1)
+    check_int("stride", stride, low=0, high=2**24)  # addresses stay far inside int64
+    check_int("offset", offset, low=0, high=2**40)
+    return (offset + lanes() * stride) * check_int("element_bytes", element_bytes, low=1, high=16)
 
 
 def strided_sectors(stride: int, element_bytes: int = 4) -> int:
@@ -89,9 +99,8 @@ def strided_sectors(stride: int, element_bytes: int = 4) -> int:
 
     ``element_bytes`` b is 1, 2, 4, 8 or 16; :func:`sectors_per_request` is the general count.
     """
-    check_int("stride", stride, low=1)
-    if element_bytes not in (1, 2, 4, 8, 16):
-        raise ValueError(f"element_bytes must be one of 1, 2, 4, 8, 16; got {element_bytes!r}")
+    check_int("stride", stride, low=1, high=2**24)
+    check_choice("element_bytes", element_bytes, (1, 2, 4, 8, 16))
     if stride * element_bytes >= SECTOR_BYTES:
         return WARP_SIZE
     return -(-WARP_SIZE * stride * element_bytes // SECTOR_BYTES)
@@ -103,6 +112,7 @@ def strided_copy_bytes(stride: int, sector_bytes: int = SECTOR_BYTES) -> float:
     With 32-byte sectors: 8 bytes at stride 1, 36 from stride 8 on. ``sector_bytes=64`` models DRAM
     fetching pairs of sectors.
     """
+    check_int("sector_bytes", sector_bytes, low=4, high=4096)
     sectors = sectors_per_request(strided_addresses(stride), 4, sector_bytes)[0]
     return float(sectors * sector_bytes / WARP_SIZE + 4)
 
@@ -110,22 +120,45 @@ def strided_copy_bytes(stride: int, sector_bytes: int = SECTOR_BYTES) -> float:
 def strided_copy_seconds(n: int, stride: int, bandwidth: float, sector_bytes: int = SECTOR_BYTES) -> float:
     """Time the traffic of out[i] = x[i * stride], i < n, takes at ``bandwidth`` bytes/s:
     n x :func:`strided_copy_bytes` / bandwidth (the floor a measured strided read is compared with)."""
+    n = check_int("n", n, low=0)
+    bandwidth = check_finite("bandwidth", bandwidth, low=0, low_inclusive=False)
     return n * strided_copy_bytes(stride, sector_bytes) / bandwidth
 
 
 # ---------------------------------------------------------------------------------- shared memory
 def bank_conflict_degree(word_indices) -> np.ndarray:
-    """Passes each warp's shared-memory request takes: max over banks of the distinct words asked of it.
+    """Passes each warp's 4-byte shared-memory request takes: max over banks of the distinct words asked of it.
 
     ``word_indices`` (32,) or (warps, 32): the 4-byte word each lane reads. 1 means conflict-free;
     lanes reading the same word share one pass (broadcast). Shape (warps,).
     """
     words = _warps(word_indices, "word_indices")
-    degrees = []
-    for row in words:
-        distinct = np.unique(row)
-        degrees.append(int(np.bincount(distinct % N_BANKS, minlength=N_BANKS).max()))
-    return np.array(degrees)
+    return shared_passes(words * BANK_BYTES, BANK_BYTES)
+
+
+def shared_passes(byte_addresses, access_bytes: int = 4) -> np.ndarray:
+    """Passes of each warp's shared-memory request, lanes reading ``access_bytes`` (4, 8 or 16) from each address.
+
+    A pass delivers one 4-byte word from each of the 32 banks (128 bytes). Lane L asks for the
+    ``access_bytes / 4`` consecutive words from ``byte_addresses[L] // 4``; the request takes as many passes
+    as the most *distinct* words asked of one bank (word ``w`` is in bank ``w % 32``; a word asked by
+    several lanes is delivered once, a broadcast). A ``float4`` per lane, ``tile[lane]``, asks each bank for
+    4 words: 4 passes, the fewest 512 bytes can take, so 16-byte accesses are conflict-free at 4.
+    The hardware serves 8- and 16-byte requests half and quarter warps at a time; this count is the same
+    whenever each phase is conflict-free, and a lower bound otherwise. Shape (warps,).
+    """
+    check_choice("access_bytes", access_bytes, (4, 8, 16))
+    addresses = _warps(byte_addresses, "byte_addresses")
+    if np.any(addresses % access_bytes):
+        raise ValueError(f"byte_addresses must be multiples of access_bytes={access_bytes} (aligned accesses)")
+    words = ((addresses // BANK_BYTES)[:, :, None] + np.arange(access_bytes // BANK_BYTES)).reshape(len(addresses), -1)
+    ordered = np.sort(words, axis=1)
+    first = np.ones(ordered.shape, dtype=bool)  # the first lane asking for each distinct word
+    first[:, 1:] = np.diff(ordered, axis=1) != 0
+    rows = np.repeat(np.arange(len(ordered)), ordered.shape[1])
+    per_bank = np.zeros((len(ordered), N_BANKS), dtype=np.int64)
+    np.add.at(per_bank, (rows, (ordered % N_BANKS).ravel()), first.ravel().astype(np.int64))
+    return per_bank.max(axis=1)
 
 
 def strided_bank_conflict(stride: int) -> int:
@@ -141,6 +174,13 @@ class TransposeAccess:
     store_words: np.ndarray  # (32,) tile[ty][tx] written along a row
     load_words: np.ndarray  # (32,) tile[tx][ty] read down a column
 
+    def __post_init__(self) -> None:
+        for label in ("store_words", "load_words"):
+            words = check_array(label, getattr(self, label), ndim=1, kinds="iu")
+            if words.shape != (WARP_SIZE,) or words.min() < 0:
+                raise ValueError(f"{label} must be {WARP_SIZE} word indices >= 0, one per lane; got shape "
+                                 f"{words.shape}")
+
     @property
     def store_passes(self) -> int:
         return int(bank_conflict_degree(self.store_words)[0])
@@ -154,6 +194,7 @@ def transpose_tile_access(tile: int = 32, pad: int = 0, row: int = 0) -> Transpo
     """Words a warp touches storing tile[row][lane] and loading tile[lane][row]; rows are tile + pad long."""
     check_int("tile", tile, low=WARP_SIZE, high=WARP_SIZE)
     check_int("pad", pad, low=0, high=32)
+    check_int("row", row, low=0, high=tile - 1)
     width = tile + pad
     return TransposeAccess(store_words=row * width + lanes(), load_words=lanes() * width + row)
 
@@ -170,13 +211,28 @@ class WarpAccess:
     slots: np.ndarray  # (32,) sector index (global, relative to the first) or bank (shared) of each lane
     cost: int  # sectors (global) or passes (shared)
     best_cost: int  # the cost of the contiguous pattern of the same size
-    efficiency: float  # useful bytes / bytes moved (global); 1 / passes (shared)
+    efficiency: float  # best_cost / cost: 1.0 when no request for the same data could be cheaper
+
+    def __post_init__(self) -> None:
+        check_choice("space", self.space, SPACES)
+        slots = check_array("slots", self.slots, ndim=1, kinds="iu")
+        if slots.shape != (WARP_SIZE,) or slots.min() < 0:
+            raise ValueError(f"slots must be {WARP_SIZE} indices >= 0, one per lane; got shape {slots.shape}")
+        check_int("cost", self.cost, low=1)
+        check_int("best_cost", self.best_cost, low=1)
+        check_number("efficiency", self.efficiency, low=0, high=1, low_inclusive=False)
 
 
 def warp_access(space: str, stride: int, offset: int, element_bytes: int) -> WarpAccess:
     """Analyse ``x[offset + lane * stride]`` for one warp in ``space`` (one of ``SPACES``), elements of
-    ``element_bytes``: sectors and coalescing efficiency in global memory, bank passes in shared memory."""
+    ``element_bytes``: sectors and coalescing efficiency in global memory, bank passes in shared memory.
+
+    In shared memory ``slots`` is the bank of each lane's first word; efficiency is the contiguous
+    pattern's passes over this one's, at most 1 (a broadcast, stride 0, is 1 pass: the cheapest request).
+    """
     check_choice("space", space, SPACES)
+    check_int("stride", stride, low=0, high=2**24)
+    check_int("offset", offset, low=0, high=2**40)
     if space == SPACES[0]:
         addresses = strided_addresses(stride, element_bytes, offset)
         cost = int(sectors_per_request(addresses, element_bytes)[0])
@@ -184,11 +240,10 @@ def warp_access(space: str, stride: int, offset: int, element_bytes: int) -> War
         slots = addresses // SECTOR_BYTES - addresses.min() // SECTOR_BYTES
         efficiency = float(coalescing_efficiency(addresses, element_bytes)[0])
         return WarpAccess(space, slots, cost, best, efficiency)
-    if element_bytes != BANK_BYTES:
-        raise ValueError(f"element_bytes must be 4 for shared memory (one bank word); got {element_bytes}")
-    words = offset + lanes() * stride
-    cost = int(bank_conflict_degree(words)[0])
-    return WarpAccess(space, words % N_BANKS, cost, 1, 1 / cost)
+    addresses = strided_addresses(stride, element_bytes, offset)
+    cost = int(shared_passes(addresses, element_bytes)[0])
+    best = int(shared_passes(strided_addresses(1, element_bytes), element_bytes)[0])
+    return WarpAccess(space, (addresses // BANK_BYTES) % N_BANKS, cost, best, min(1.0, best / cost))
 
 
 # ------------------------------------------------------------------------------- kernel summaries
@@ -198,9 +253,10 @@ def sgemm_naive_addresses(k_index: int, n_k: int, n_cols: int, coalesced: bool) 
     naive: lane walks rows, so A[row = lane][k] is strided by n_k floats and B[k][col] is one word;
     coalesced: lane walks columns, so A[row][k] is one word (broadcast) and B[k][col = lane] is contiguous.
     """
-    check_int("k_index", k_index, low=0)
-    check_int("n_k", n_k, low=1)
-    check_int("n_cols", n_cols, low=1)
+    check_int("n_k", n_k, low=1, high=2**20)
+    check_int("k_index", k_index, low=0, high=n_k - 1)
+    check_int("n_cols", n_cols, low=1, high=2**20)
+    check_bool("coalesced", coalesced)
     lane = lanes()
     if coalesced:
         a = np.full(WARP_SIZE, k_index) * 4

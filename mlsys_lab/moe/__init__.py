@@ -6,6 +6,7 @@
 
 * :mod:`.gating`: routing: the one top-k (:func:`top_k_experts`), renormalised top-k and Switch gates, noisy
   logits, expert capacity and overflow (GShard priority, random second expert), the load-balancing loss.
+* :mod:`.balancing`: DeepSeek-V3's auxiliary-loss-free bias balancing and ST-MoE's router z-loss.
 * :mod:`.synthetic`: synthetic routed batches: skewed router logits, a routed batch as the explorer draws it,
   random inputs for the expert-FFN kernels.
 * :mod:`.train`: a small MoE classifier trained by hand, with and without the load-balancing loss.

@@ -11,7 +11,9 @@ y(x) = Σᵢ G(x)ᵢ · Eᵢ(x) over n experts; only experts with G(x)ᵢ ≠ 0 
   each expert takes at most ⌈k · tokens / n_experts · capacity_factor⌉ tokens; the rest overflow,
   skip the expert and pass through the residual connection unchanged.
 * Auxiliary loss (Switch, eq. 4): α · N · Σᵢ fᵢ · Pᵢ, fᵢ the fraction of routed tokens sent to i,
-  Pᵢ the mean router probability for i; it equals α under perfectly uniform routing.
+  Pᵢ the mean router probability for i. It equals α whenever f or P is uniform, but it is *not* minimised by
+  balance: six tokens at probabilities (0.51, 0.49) and four at (0, 1) route 60/40 and give 0.922 α. It is a
+  pressure (its gradient lowers the probability of the loaded experts), not a guarantee of balance.
 
 Arrays are ``xp`` or NumPy arrays: logits (T, n), indices and weights (T, k).
 """
@@ -24,7 +26,17 @@ import numpy as np
 
 from mlsys_lab.backend import asnumpy, module_of, xp
 from mlsys_lab.nn import softmax
-from mlsys_lab.validation import check_finite, check_index_array, check_int, check_number, check_positive
+from mlsys_lab.validation import (
+    check_array,
+    check_finite,
+    check_index_array,
+    check_int,
+    check_number,
+    check_positive,
+    check_type,
+)
+
+MAX_EXPERTS = 2**16  # far beyond any MoE (DeepSeek-V3: 256); the capacity arithmetic builds (T·k, n) arrays
 
 
 def top_k_experts(scores, k: int):
@@ -34,6 +46,7 @@ def top_k_experts(scores, k: int):
     (:mod:`mlsys_lab.parallelism.ep`) and the MPI layer (:mod:`.mpi_dispatch`) all choose experts here.
     NumPy in, NumPy out; CuPy in, CuPy out.
     """
+    check_array("scores", scores, ndim=2, kinds="fiu")
     check_int("k", k, low=1, high=scores.shape[-1])
     return module_of(scores).argsort(-scores, axis=-1)[:, :k]                # (T, k), best first
 
@@ -44,7 +57,7 @@ def top_k_gating(logits, k: int):
     Indices are ordered best first. Softmax over the kept logits equals softmax(KeepTopK(H, k)) of
     Shazeer et al., where dropped logits are set to −∞; GShard and expert parallelism use these weights.
     """
-    order = top_k_experts(logits, k)                                          # (T, k)
+    order = top_k_experts(check_array("logits", logits, ndim=2, kinds="fiu"), k)  # (T, k)
     kept = module_of(logits).take_along_axis(logits, order, axis=-1)          # (T, k)
     weights = module_of(kept).exp(kept - kept[:, :1])  # softmax over the k kept: the best one is the row's max
     return order, weights / weights.sum(axis=-1, keepdims=True)
@@ -56,7 +69,7 @@ def switch_gating(logits, k: int = 1):
     probs = softmax(logits) over all n experts; the k most probable are chosen and each keeps its router
     probability as its gate value, not renormalised over the k, so the router gets a gradient even for k = 1.
     """
-    probs = softmax(logits)                                                   # (T, n)
+    probs = softmax(check_array("logits", logits, ndim=2, kinds="fiu"))       # (T, n)
     indices = top_k_experts(probs, k)                                         # (T, k)
     return probs, indices, xp.take_along_axis(probs, indices, axis=-1)
 
@@ -70,15 +83,26 @@ def noisy_logits(x, w_gate, w_noise, rng: np.random.Generator):
 
 def gates_dense(indices, weights, n_experts: int):
     """Scatter (T, k) indices and weights into the (T, n) gate matrix G(x), zeros elsewhere."""
+    check_int("n_experts", n_experts, low=1, high=MAX_EXPERTS)
+    indices = check_array("indices", indices, ndim=2, kinds="iu", min_size=0)
+    weights = check_array("weights", weights, ndim=2, kinds="f", min_size=0)
+    if weights.shape != indices.shape:
+        raise ValueError(f"weights must have the shape of indices {indices.shape}; got {weights.shape}")
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n_experts):
+        raise ValueError(f"indices must lie in [0, {n_experts - 1}] for n_experts={n_experts}")
     gates = xp.zeros((indices.shape[0], n_experts), dtype=weights.dtype)
     gates[xp.arange(indices.shape[0])[:, None], indices] = weights
     return gates
 
 
 def expert_capacity(n_tokens: int, n_experts: int, capacity_factor: float, top_k: int = 1) -> int:
-    """Tokens one expert may take: ⌈top_k · n_tokens / n_experts · capacity_factor⌉.
+    """Tokens one expert may take: ⌈top_k · n_tokens / n_experts · capacity_factor⌉, rounded *up*.
 
-    Switch Transformer eq. 3 with top_k = 1; GShard's 2N/E with top_k = 2 and factor 1.
+    Switch Transformer eq. 3 with top_k = 1; GShard's 2N/E with top_k = 2 and factor 1. Implementations differ
+    in the rounding: DeepSpeed-MoE rounds up (``torch.ceil``, here too), Mesh-TensorFlow, in which Switch and
+    GShard were written, rounds down (``int(...)``). Rounding up is the choice here because a capacity below
+    the mean load would drop tokens even from a perfectly balanced router, and a small batch (64 tokens, 128
+    experts, factor 1) would get capacity 0 and drop everything; the two differ by at most one slot.
     """
     check_int("n_tokens", n_tokens, low=1)
     check_int("n_experts", n_experts, low=1)
@@ -97,7 +121,7 @@ def assign_with_capacity(indices, n_experts: int, capacity: int, routed=None) ->
     bool, slot (T, k) int: the position in the expert's buffer, −1 if dropped or not sent).
     Runs on NumPy (a cumulative count per expert).
     """
-    check_int("n_experts", n_experts, low=1)
+    check_int("n_experts", n_experts, low=1, high=MAX_EXPERTS)
     idx = check_index_array("indices", indices, n_experts, of_name="n_experts")
     check_int("capacity", capacity, low=0)
     if idx.ndim != 2:
@@ -120,7 +144,7 @@ def drop_fraction(indices, n_experts: int, capacity_factor: float, routed=None) 
     The capacity is :func:`expert_capacity` of all T tokens at top-k, whether or not a pair is sent.
     """
     check_finite("capacity_factor", capacity_factor, low=0.0, low_inclusive=False)
-    check_int("n_experts", n_experts, low=1)
+    check_int("n_experts", n_experts, low=1, high=MAX_EXPERTS)
     indices = check_index_array("indices", indices, n_experts, of_name="n_experts")
     if indices.ndim != 2:
         raise ValueError(f"indices must be a 2-D (n_tokens, k) array; got shape {indices.shape}")
@@ -138,7 +162,8 @@ def gshard_second_expert_mask(weights, rng: np.random.Generator) -> np.ndarray:
     ``weights`` (T, 2) are the top-2 gates normalised to g₁ + g₂ = 1. A token whose second gate is
     small is usually sent to its first expert only, saving capacity. Returns a (T, 2) bool mask.
     """
-    w = np.asarray(asnumpy(weights))
+    check_type("rng", rng, np.random.Generator)
+    w = np.asarray(check_array("weights", asnumpy(weights), kinds="f", finite=True, min_size=0))
     if w.ndim != 2 or w.shape[1] != 2:
         raise ValueError(f"weights must have shape (n_tokens, 2); got {w.shape}")
     g2 = w[:, 1] / w.sum(axis=1)
@@ -148,6 +173,10 @@ def gshard_second_expert_mask(weights, rng: np.random.Generator) -> np.ndarray:
 
 def expert_fractions(expert_indices, n_experts: int):
     """fᵢ: the fraction of routed (token, choice) pairs that go to expert i (sums to 1)."""
+    check_int("n_experts", n_experts, low=1, high=MAX_EXPERTS)
+    expert_indices = check_array("expert_indices", expert_indices, kinds="iu")
+    if int(expert_indices.min()) < 0 or int(expert_indices.max()) >= n_experts:
+        raise ValueError(f"expert_indices must lie in [0, {n_experts - 1}] for n_experts={n_experts}")
     flat = expert_indices.reshape(-1)
     return module_of(flat).bincount(flat, minlength=n_experts)[:n_experts] / flat.size
 
@@ -156,8 +185,10 @@ def load_balancing_loss(router_probs, expert_indices) -> float:
     """Switch Transformer's auxiliary loss without α: N · Σᵢ fᵢ · Pᵢ.
 
     ``router_probs`` (T, N): softmax of the router logits; ``expert_indices`` (T,) or (T, k): the chosen
-    experts. Pᵢ = mean over tokens of router_probs[:, i]. Equals 1 when routing and probabilities are
-    uniform, and up to N when every token goes to one expert with probability 1.
+    experts. Pᵢ = mean over tokens of router_probs[:, i]. Equals 1 when routing or mean probabilities are
+    uniform (and can fall below 1 for unbalanced routing), and up to N when every token goes to one expert with
+    probability 1. With (T, k) indices fᵢ counts over the T·k pairs, so the loss is 1 at balance for any k, as
+    DeepSeekMoE normalises it; Hugging Face's ``load_balancing_loss_func`` divides by T and gives k.
     """
     if getattr(router_probs, "ndim", None) != 2:
         raise ValueError(f"router_probs must be a 2-D (n_tokens, n_experts) array; got {type(router_probs).__name__} "
@@ -165,7 +196,8 @@ def load_balancing_loss(router_probs, expert_indices) -> float:
     n_tokens, n_experts = router_probs.shape
     checked = check_index_array("expert_indices", expert_indices, n_experts, of_name="n_experts")
     if checked.ndim not in (1, 2) or checked.shape[0] != n_tokens or checked.size == 0:
-        raise ValueError(f"expert_indices must have shape ({n_tokens},) or ({n_tokens}, k); got {checked.shape}")
+        raise ValueError(f"expert_indices must have shape ({n_tokens},) or ({n_tokens}, k) to match router_probs "
+                         f"{router_probs.shape}; got {checked.shape}")
     if not hasattr(expert_indices, "reshape"):
         expert_indices = checked
     idx = expert_indices.reshape(n_tokens, -1)
@@ -176,13 +208,18 @@ def load_balancing_loss(router_probs, expert_indices) -> float:
 
 def load_balancing_grad(router_probs, expert_indices):
     """d(N · Σ fᵢ Pᵢ) / d router_probs: N · fᵢ / T in every row (f is a count, it carries no gradient)."""
+    router_probs = check_array("router_probs", router_probs, ndim=2, kinds="f")
+    expert_indices = check_array("expert_indices", expert_indices, ndim=(1, 2), kinds="iu")
     n_tokens, n_experts = router_probs.shape
+    if expert_indices.shape[0] != n_tokens:
+        raise ValueError(f"expert_indices must have shape ({n_tokens},) or ({n_tokens}, k) to match router_probs "
+                         f"{router_probs.shape}; got {expert_indices.shape}")
     f = expert_fractions(expert_indices.reshape(n_tokens, -1), n_experts)
     return module_of(router_probs).broadcast_to(n_experts * f / n_tokens, router_probs.shape).astype(router_probs.dtype)
 
 
 def coefficient_of_variation(load) -> float:
     """std / mean of per-expert load: 0 when balanced (used by Shazeer et al.'s importance loss)."""
-    load = np.asarray(load, dtype=float)
+    load = np.asarray(check_array("load", load, finite=True), dtype=float)
     check_number("mean load", float(load.mean()), low=0, low_inclusive=False)
     return float(load.std() / load.mean())

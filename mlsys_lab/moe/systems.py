@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlsys_lab.validation import check_int, check_number, check_positive
+from mlsys_lab.validation import check_bool, check_finite, check_int, check_positive, check_type
 
 
 def tokens_per_expert(n_tokens: int, n_experts: int, top_k: int = 1) -> float:
@@ -33,9 +33,10 @@ def expert_ffn_intensity(tokens: float, d_model: int, d_ff: int, bytes_per_value
     FLOP = 2 · tokens · d · f · n_matrices; bytes = (n_matrices · d · f + tokens · (2d + f)) · bytes_per_value
     (weights, plus input, output and hidden activations each read or written once).
     """
-    check_number("tokens", tokens, low=0, low_inclusive=False)
+    check_finite("tokens", tokens, low=0, low_inclusive=False)
     check_int("d_model", d_model, low=1)
     check_int("d_ff", d_ff, low=1)
+    check_int("n_matrices", n_matrices, low=1)
     check_positive("bytes_per_value", bytes_per_value)
     flop = 2.0 * tokens * d_model * d_ff * n_matrices
     n_bytes = (n_matrices * d_model * d_ff + tokens * (2 * d_model + d_ff)) * bytes_per_value
@@ -60,6 +61,16 @@ class MoEModel:
     attention_params_per_layer: int
     vocab: int
     ffn_matrices: int = 3    # SwiGLU: gate, up, down
+
+    def __post_init__(self) -> None:
+        check_type("name", self.name, str)
+        for f in ("d_model", "n_layers", "d_ff_expert", "n_routed", "top_k", "vocab", "ffn_matrices"):
+            check_int(f, getattr(self, f), low=1)
+        check_int("n_moe_layers", self.n_moe_layers, low=0, high=self.n_layers)
+        check_int("d_ff_dense", self.d_ff_dense, low=0)
+        check_int("n_shared", self.n_shared, low=0)
+        check_int("top_k", self.top_k, low=1, high=self.n_routed)
+        check_int("attention_params_per_layer", self.attention_params_per_layer, low=0)
 
     def expert_params(self) -> int:
         return self.ffn_matrices * self.d_model * self.d_ff_expert
@@ -92,6 +103,9 @@ def mla_params(d_model: int = 7168, n_heads: int = 128, q_rank: int = 1536, kv_r
 
     W_DQ d×r_q, W_UQ r_q×H(d_nope+d_rope), W_DKV d×(r_kv+d_rope), W_UKV r_kv×H(d_nope+d_v), W_O H·d_v×d.
     """
+    for label, value in (("d_model", d_model), ("n_heads", n_heads), ("q_rank", q_rank), ("kv_rank", kv_rank),
+                         ("qk_nope_dim", qk_nope_dim), ("qk_rope_dim", qk_rope_dim), ("v_dim", v_dim)):
+        check_int(label, value, low=1)
     return (d_model * q_rank + q_rank * n_heads * (qk_nope_dim + qk_rope_dim)
             + d_model * (kv_rank + qk_rope_dim) + kv_rank * n_heads * (qk_nope_dim + v_dim)
             + n_heads * v_dim * d_model)
@@ -124,6 +138,8 @@ def fine_grained(n_experts: int, top_k: int, d_ff: int, m: int) -> tuple[int, in
     """
     check_int("m", m, low=1)
     check_int("d_ff", d_ff, low=1)
+    check_int("n_experts", n_experts, low=1)
+    check_int("top_k", top_k, low=1, high=n_experts)
     if d_ff % m:
         raise ValueError(f"m must divide d_ff={d_ff}; got {m}")
     return n_experts * m, top_k * m, d_ff // m
@@ -164,7 +180,8 @@ def expert_bytes_per_token(batch_per_device: int, n_devices: int, n_experts: int
     times larger (DeepSpeed-MoE inference, Rajbhandari et al. 2022)."""
     check_int("batch_per_device", batch_per_device, low=1)
     check_int("n_devices", n_devices, low=1)
-    check_number("expert_bytes", expert_bytes, low=0)
+    check_finite("expert_bytes", expert_bytes, low=0)
+    check_bool("expert_parallel", expert_parallel)
     if not expert_parallel:
         return expected_active_experts(batch_per_device, n_experts, top_k) * expert_bytes / batch_per_device
     if n_experts % n_devices:
@@ -177,8 +194,8 @@ def expert_bytes_per_token(batch_per_device: int, n_devices: int, n_experts: int
 def expert_memory_per_device(dense_bytes: float, expert_bytes: float, n_experts: int, n_devices: int) -> float:
     """Weight bytes one device holds with expert parallelism: the dense layers (replicated) plus
     n_experts / n_devices experts (GShard: each device stores 1/n of the experts)."""
-    check_number("dense_bytes", dense_bytes, low=0)
-    check_number("expert_bytes", expert_bytes, low=0)
+    check_finite("dense_bytes", dense_bytes, low=0)
+    check_finite("expert_bytes", expert_bytes, low=0)
     check_int("n_devices", n_devices, low=1)
     if check_int("n_experts", n_experts, low=1) % n_devices:
         raise ValueError(f"n_experts must be divisible by n_devices={n_devices}; got {n_experts}")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from mlsys_lab.hardware import Hardware
 from mlsys_lab.units import bytes_per_element
-from mlsys_lab.validation import check_int, check_number
+from mlsys_lab.validation import check_bool, check_choice, check_finite, check_int, check_type
 
 OP_CLASSES = ("elementwise", "tensor", "reduction", "transform")
 
@@ -65,6 +65,13 @@ class OpCost:
     n_bytes: float
     shape_text: str = ""
 
+    def __post_init__(self) -> None:
+        check_type("name", self.name, str)
+        check_choice("op_class", self.op_class, OP_CLASSES)
+        check_finite("flop", self.flop, low=0)
+        check_finite("n_bytes", self.n_bytes, low=0)
+        check_type("shape_text", self.shape_text, str)
+
     @property
     def intensity(self) -> float:
         return self.flop / self.n_bytes if self.n_bytes else 0.0
@@ -84,7 +91,8 @@ def elementwise_cost(
     """y = f(x1, ..., xk) over ``n_elements``: flop = n·f, n_bytes = (k + 1)·n·b (k inputs read, 1 written)."""
     n = _dim("n_elements", n_elements)
     k = check_int("n_inputs", n_inputs, low=0, high=16)
-    f = check_number("flop_per_element", flop_per_element, low=0)
+    f = check_finite("flop_per_element", flop_per_element, low=0)
+    check_type("name", name, str)
     b = _element_bytes(dtype)
     return OpCost(name, "elementwise", n * f, (k + 1) * n * b, f"{n:,} elements, {k} input(s)")
 
@@ -139,6 +147,7 @@ def conv2d_cost(
 ) -> OpCost:
     """Direct 2-D convolution, NCHW: flop = 2·N·Cout·Ho·Wo·Cin·K², n_bytes = (input + weights + output)·b."""
     n, c_in, c_out = _dim("batch", batch), _dim("in_channels", in_channels), _dim("out_channels", out_channels)
+    height, width = _dim("height", height), _dim("width", width)
     h_out = conv2d_output_size(height, kernel_size, stride, padding)
     w_out = conv2d_output_size(width, kernel_size, stride, padding)
     b = _element_bytes(dtype)
@@ -183,12 +192,14 @@ def transpose_cost(n_elements: int, dtype: str = "fp32") -> OpCost:
 def reshape_cost(n_elements: int, contiguous: bool = True, dtype: str = "fp32") -> OpCost:
     """Reshape of a contiguous tensor is a view (0 bytes); of a strided one it is a copy (2·n·b)."""
     n = _dim("n_elements", n_elements)
-    moved = 0.0 if contiguous else 2 * n * _element_bytes(dtype)
+    b = _element_bytes(dtype)  # checked for a view too
+    moved = 0.0 if check_bool("contiguous", contiguous) else 2 * n * b
     return OpCost("reshape", "transform", 0.0, moved, f"{n:,} elements, {'view' if contiguous else 'copy'}")
 
 
 def concat_cost(sizes: list[int] | tuple[int, ...], dtype: str = "fp32") -> OpCost:
     """Concatenate tensors of ``sizes`` elements: 0 FLOP, each read once and written once: 2·Σn·b."""
+    check_type("sizes", sizes, (list, tuple))
     if not sizes:
         raise ValueError("sizes must list at least one tensor size; got an empty list")
     total = sum(_dim("sizes[i]", s) for s in sizes)
@@ -207,6 +218,7 @@ def attention_cost(
     mask and softmax, read by ·V: 8·B·H·S²·b more.
     """
     bh = _dim("batch", batch) * _dim("heads", heads)
+    check_bool("fused", fused)
     s, d = _dim("seq_len", seq_len), _dim("head_dim", head_dim)
     b = _element_bytes(dtype)
     flop = 4.0 * bh * s * s * d + 7.0 * bh * s * s
@@ -218,6 +230,8 @@ def attention_cost(
 def bound(cost: OpCost, hardware: Hardware, dtype: str = "fp32") -> str:
     """``"memory-bound"`` when the intensity is below the ridge point peak/bandwidth, else ``"compute-bound"``
     (``"no work"`` for a view, which neither computes nor moves anything)."""
+    check_type("cost", cost, OpCost)
+    check_type("hardware", hardware, Hardware)
     if cost.flop == 0 and cost.n_bytes == 0:
         return "no work"
     return "memory-bound" if cost.intensity < hardware.ridge_point(dtype) else "compute-bound"
@@ -225,4 +239,6 @@ def bound(cost: OpCost, hardware: Hardware, dtype: str = "fp32") -> str:
 
 def time_lower_bound_seconds(cost: OpCost, hardware: Hardware, dtype: str = "fp32") -> float:
     """Roofline lower bound on the run time: max(flop / peak, n_bytes / bandwidth)."""
+    check_type("cost", cost, OpCost)
+    check_type("hardware", hardware, Hardware)
     return max(cost.flop / hardware.peak(dtype), cost.n_bytes / hardware.memory_bandwidth_bytes_per_s)

@@ -44,6 +44,7 @@ IMPLEMENTATIONS: dict[str, Callable[[list, dict], Any]] = {
     "relu": lambda v, a: xp.maximum(v[0], 0),
     "sigmoid": lambda v, a: 1.0 / (1.0 + xp.exp(-v[0])),
     "gelu": lambda v, a: _gelu(v[0]),
+    "silu": lambda v, a: v[0] / (1.0 + xp.exp(-v[0])),  # x·sigmoid(x), what a pattern rewrite makes
     "add": lambda v, a: xp.add(v[0], v[1]),
     "sub": lambda v, a: xp.subtract(v[0], v[1]),
     "mul": lambda v, a: xp.multiply(v[0], v[1]),

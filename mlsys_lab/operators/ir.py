@@ -1,9 +1,10 @@
 """A small graph IR: nodes in topological order, and a tracer that records an ordinary Python function.
 
 Tracing runs the function once on :class:`Proxy` objects instead of arrays; every operator a proxy meets
-appends a :class:`Node` to the graph (the idea of TorchDynamo/torch.fx: Ansel et al., "PyTorch 2",
-ASPLOS 2024; Reed et al., "torch.fx", MLSys 2022). The graph is then transformed by passes and run by an
-interpreter (eager: one kernel per node) or a compiled plan.
+appends a :class:`Node` to the graph: ``torch.fx``'s symbolic tracing (Reed et al., "torch.fx", MLSys 2022).
+TorchDynamo captures differently: it reads the function's bytecode and, where it cannot capture, ends the graph
+(a graph break) and lets Python run (Ansel et al., "PyTorch 2", ASPLOS 2024). The graph is then transformed by
+passes and run by an interpreter (eager: one kernel per node) or a compiled plan.
 
     def mlp(x, w1, w2):
         return relu(x @ w1) @ w2
@@ -27,6 +28,7 @@ BINARY = ("add", "sub", "mul", "div", "maximum")
 OP_CLASS = {
     **{op: "elementwise" for op in UNARY + BINARY},
     "causal_mask": "elementwise",
+    "silu": "elementwise",  # made by a pattern rewrite of x * sigmoid(x), never traced
     "matmul": "tensor",
     "attention": "tensor",
     "softmax": "reduction",
@@ -228,7 +230,8 @@ def trace(fn: Callable[..., Any], *shapes: tuple[int, ...], dtype: str = "float3
     """Run ``fn`` once on proxies of ``shapes`` and return the recorded graph.
 
     ``fn`` takes one tensor per shape and returns a tensor or a tuple of tensors. Its Python control
-    flow runs at trace time (a loop is unrolled, an ``if`` on a shape is decided), as in TorchDynamo.
+    flow runs at trace time (a loop is unrolled, an ``if`` on a shape is decided), as in ``torch.fx``; a branch
+    on a tensor's *value* cannot be traced (TorchDynamo would break the graph there).
     """
     n_params = len(inspect.signature(fn).parameters)
     if len(shapes) != n_params:

@@ -144,9 +144,28 @@ def measure_attention(seq_len: int, heads: int = 8, head_dim: int = 64, repeat: 
     }
 
 
-def measure_allocation(n_bytes: int, repeat: int = 20) -> dict[str, float]:
-    """Cost of getting ``n_bytes`` of fresh memory from the system (cudaMalloc + cudaFree on a GPU; a new
-    NumPy array, touched, on a CPU) vs reusing a block a pool already holds (touched the same way)."""
+def _seconds_per_call(fn, count: int, rounds: int = 5) -> float:
+    """Host time per call of ``fn`` over ``count`` back-to-back calls, median of ``rounds`` (device synced
+    before each round, so no earlier work is counted)."""
+    samples = []
+    for _ in range(rounds):
+        backend.sync()
+        start = time.perf_counter()
+        for _ in range(count):
+            fn()
+        samples.append((time.perf_counter() - start) / count)
+    return float(np.median(samples))
+
+
+def measure_allocation(n_bytes: int, repeat: int = 50) -> dict[str, float]:
+    """Cost of one allocation + free of ``n_bytes`` from the system against one from a pool (host time per
+    allocation, ``repeat`` back-to-back pairs, median of 5 rounds; the method of lesson 04's record).
+
+    GPU: ``cudaMalloc`` + ``cudaFree`` (``cupy.cuda.runtime``, no pool in between) against ``cupy.empty`` +
+    release, which CuPy's memory pool serves from the block the previous iteration returned. CPU: a new
+    NumPy array whose pages are touched (``fill``: the system maps memory on first touch) against refilling
+    an array the program already holds. Both sides of each pair do the same work apart from the allocation.
+    """
     n = check_int("n_bytes", n_bytes, low=4)
     if backend.on_gpu:
         runtime = xp.cuda.runtime
@@ -154,10 +173,11 @@ def measure_allocation(n_bytes: int, repeat: int = 20) -> dict[str, float]:
         def fresh():
             runtime.free(runtime.malloc(n))
 
-        held = xp.empty(n // 4, dtype=xp.float32)
-
         def pooled():
-            return held
+            block = xp.empty(n // 4, dtype=xp.float32)  # the pool's cached block after the first call
+            del block
+
+        pooled()  # the pool now holds one block of this size
     else:
 
         def fresh():
@@ -168,12 +188,46 @@ def measure_allocation(n_bytes: int, repeat: int = 20) -> dict[str, float]:
         def pooled():
             held.fill(0.0)
 
-    samples = []
-    for _ in range(repeat):  # host timer: cudaMalloc is a host call that may synchronise the device
-        backend.sync()
-        start = time.perf_counter()
-        fresh()
-        backend.sync()
-        samples.append(time.perf_counter() - start)
-    pooled_s = benchmark(pooled, warmup=2, repeat=repeat, use_gpu=False).median
-    return {"n_bytes": n, "fresh_seconds": float(np.median(samples)), "pooled_seconds": pooled_s}
+    count = check_int("repeat", repeat, low=1)
+    return {"n_bytes": n, "fresh_seconds": _seconds_per_call(fresh, count),
+            "pooled_seconds": _seconds_per_call(pooled, count),
+            "method": f"host time per allocate + free, {count} back-to-back pairs, median of 5 rounds"}
+
+
+def measure_launch(n_ops: int = 64, n_elements: int = 1024) -> dict[str, Any]:
+    """Three costs that "launch overhead" mixes up, per operator of a chain of ``n_ops`` tiny ``tanh`` ops:
+
+    * ``python_dispatch_seconds``: the host time to issue one backend call from Python (on a CPU NumPy also
+      runs it, ``n_elements`` tanh included; on a GPU CuPy only enqueues it: argument parsing, kernel lookup,
+      the launch call);
+    * ``interpreter_seconds``: the same chain through :func:`run_eager` (graph walking on top of dispatch);
+    * GPU only: ``gpu_seconds``, the device time per kernel of the chain issued from Python (CUDA events:
+      bounded below by the launch latency, the gap between back-to-back kernels) and
+      ``graph_replay_seconds``, the device time per kernel when the whole chain is captured once into a
+      CUDA Graph and replayed with one launch (no Python, no per-kernel launch call). On a CPU they are None.
+    """
+    n_ops = check_int("n_ops", n_ops, low=1)
+    n = check_int("n_elements", n_elements, low=1)
+    graph = trace(_long_chain(n_ops), (n,))
+    x = _random((n,), 4)
+    out = xp.empty_like(x)
+
+    def issue():
+        for _ in range(n_ops):
+            xp.tanh(x, out=out)
+
+    result: dict[str, Any] = {"n_ops": n_ops, "n_elements": n,
+                              "python_dispatch_seconds": _seconds_per_call(issue, 20) / n_ops,
+                              "interpreter_seconds": _seconds_per_call(lambda: run_eager(graph, x), 20) / n_ops,
+                              "gpu_seconds": None, "graph_replay_seconds": None}
+    if backend.on_gpu:
+        result["gpu_seconds"] = benchmark(issue, warmup=3, repeat=20).median / n_ops
+        stream = xp.cuda.Stream(non_blocking=True)
+        with stream:  # capture needs a stream of its own; the timing events go on the same stream
+            issue()  # compile and cache the kernel outside the capture
+            stream.begin_capture()
+            issue()
+            cuda_graph = stream.end_capture()
+            replay = benchmark(lambda: cuda_graph.launch(stream), warmup=3, repeat=20)
+        result["graph_replay_seconds"] = replay.median / n_ops
+    return result

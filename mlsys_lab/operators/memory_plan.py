@@ -143,7 +143,7 @@ class AllocatorStats:
 def allocation_events(graph: Graph, n_iterations: int = 1) -> list[tuple[str, str, int]]:
     """The (action, tensor, n_bytes) sequence an eager run makes, ``n_iterations`` times:
     ("alloc", name, n) when a node runs, ("free", name, n) after its last use."""
-    n_iterations = check_int("n_iterations", n_iterations, low=1)
+    n_iterations = check_int("n_iterations", n_iterations, low=1, high=10**4)
     intervals = liveness(graph)
     events = []
     for it in range(n_iterations):

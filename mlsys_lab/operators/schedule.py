@@ -36,3 +36,91 @@ def pipeline_times(stage_seconds: list[float] | tuple[float, ...], n_items: int)
     pipelined = sum(stages) + (n - 1) * slowest
     busy = tuple(n * t / pipelined for t in stages)
     return PipelineTimes(n * sum(stages), pipelined, busy)
+
+
+# ------------------------------------------------------------ dynamic vs static scheduling of a task graph
+# The notes' 动态调度 (a queue of ready operators, each dispatched to whichever unit is free when it becomes
+# ready) against 静态调度 (every operator's unit and order fixed ahead of time from estimated costs).
+# A task graph: ``durations[i]`` for task i, ``deps`` as (before, after) pairs.
+
+
+def _dependents(n_tasks: int, deps: list[tuple[int, int]]) -> tuple[list[list[int]], list[int]]:
+    after: list[list[int]] = [[] for _ in range(n_tasks)]
+    waiting = [0] * n_tasks
+    for before, task in deps:
+        if not (0 <= before < n_tasks and 0 <= task < n_tasks) or before == task:
+            raise ValueError(f"deps must be pairs of distinct task indices in [0, {n_tasks}); got {(before, task)}")
+        after[before].append(task)
+        waiting[task] += 1
+    return after, waiting
+
+
+def list_schedule(durations: list[float], deps: list[tuple[int, int]], n_workers: int) -> list[tuple]:
+    """Dynamic scheduling, simulated: a pool of ``n_workers`` and a ready queue.
+
+    At every moment a worker is free and a task is ready (all its ``deps`` finished), the ready task of the
+    lowest index starts on the free worker of the lowest index; tasks that finish at the same time all
+    finish before the next assignment. Returns ``(task, worker, start, end)`` per task, in task order.
+    """
+    n_workers = check_int("n_workers", n_workers, low=1)
+    n = len(durations)
+    after, waiting = _dependents(n, deps)
+    ready = sorted(i for i in range(n) if waiting[i] == 0)
+    free, running, placed = list(range(n_workers)), [], {}
+    now = 0.0
+    while len(placed) < n:
+        while free and ready:
+            task, worker = ready.pop(0), free.pop(0)
+            placed[task] = (task, worker, now, now + durations[task])
+            running.append(task)
+        if not running:
+            raise ValueError("deps must not form a cycle; some tasks can never start")
+        now = min(placed[t][3] for t in running)
+        for task in [t for t in running if placed[t][3] == now]:
+            running.remove(task)
+            free = sorted(free + [placed[task][1]])
+            for nxt in after[task]:
+                waiting[nxt] -= 1
+                if waiting[nxt] == 0:
+                    ready = sorted(ready + [nxt])
+    return [placed[i] for i in range(n)]
+
+
+def static_plan(estimates: list[float], deps: list[tuple[int, int]], n_workers: int) -> list[list[int]]:
+    """Static scheduling: decide ahead, from *estimated* durations, which worker runs which tasks in which
+    order (the list schedule of the estimates). Returns one task list per worker."""
+    plan: list[list[int]] = [[] for _ in range(check_int("n_workers", n_workers, low=1))]
+    for task, worker, _start, _end in sorted(list_schedule(estimates, deps, n_workers), key=lambda r: (r[2], r[0])):
+        plan[worker].append(task)
+    return plan
+
+
+def run_static(durations: list[float], deps: list[tuple[int, int]], plan: list[list[int]]) -> list[tuple]:
+    """Simulate a static plan with the *actual* durations: each worker runs its list in order; a task starts
+    when its worker is free and its deps are done. Returns ``(task, worker, start, end)`` per task."""
+    n = len(durations)
+    _dependents(n, deps)
+    needs: list[list[int]] = [[] for _ in range(n)]
+    for before, task in deps:
+        needs[task].append(before)
+    end: dict[int, float] = {}
+    rows: dict[int, tuple] = {}
+    position, free_at = [0] * len(plan), [0.0] * len(plan)
+    while len(end) < n:
+        progressed = False
+        for w, tasks in enumerate(plan):
+            while position[w] < len(tasks) and all(b in end for b in needs[tasks[position[w]]]):
+                task = tasks[position[w]]
+                start = max([free_at[w], *(end[b] for b in needs[task])])
+                end[task] = free_at[w] = start + durations[task]
+                rows[task] = (task, w, start, end[task])
+                position[w] += 1
+                progressed = True
+        if not progressed:
+            raise ValueError("plan must list every task once, in an order that respects deps")
+    return [rows[i] for i in range(n)]
+
+
+def makespan(rows: list[tuple]) -> float:
+    """The end of the last task of a schedule of (task, worker, start, end) rows."""
+    return max((r[3] for r in rows), default=0.0)

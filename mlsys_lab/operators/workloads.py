@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from mlsys_lab.hardware import H200, Hardware
 from mlsys_lab.operators.cost import OpCost, time_lower_bound_seconds
-from mlsys_lab.validation import check_int, check_number
+from mlsys_lab.validation import check_bool, check_finite, check_int
 
 
 def kv_cache_bytes(n_layers: int, n_kv_heads: int, head_dim: int, seq_len: int = 1, batch: int = 1,
@@ -30,7 +30,7 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, head_dim: int, seq_len: int =
     for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
                         ("seq_len", seq_len), ("batch", batch)):
         check_int(name, value, low=0 if name in ("seq_len", "batch") else 1)
-    check_number("bytes_per_element", bytes_per_element, low=0.125)
+    check_finite("bytes_per_element", bytes_per_element, low=0.125)
     return 2.0 * n_layers * n_kv_heads * head_dim * seq_len * batch * bytes_per_element
 
 
@@ -42,6 +42,10 @@ class DecodeStep:
     weight_bytes: float   # every weight is read once per step, whatever the batch
     kv_bytes: float       # the cache read by the attention layers
     seconds_lower_bound: float  # max(compute time, memory time) on the given hardware
+
+    def __post_init__(self) -> None:
+        for name in ("flop", "weight_bytes", "kv_bytes", "seconds_lower_bound"):
+            check_finite(name, getattr(self, name), low=0.0)
 
     @property
     def n_bytes(self) -> float:
@@ -56,8 +60,9 @@ class DecodeStep:
 def decode_step(n_params: float, kv_bytes_per_token: float, context: int, batch: int = 1,
                 bytes_per_param: float = 2, hardware: Hardware = H200, dtype: str = "bf16") -> DecodeStep:
     """Cost of generating one token for each of ``batch`` sequences, each with ``context`` tokens cached."""
-    check_number("n_params", n_params, low=1)
-    check_number("kv_bytes_per_token", kv_bytes_per_token, low=0)
+    check_finite("n_params", n_params, low=1)
+    check_finite("kv_bytes_per_token", kv_bytes_per_token, low=0)
+    check_finite("bytes_per_param", bytes_per_param, low=0, low_inclusive=False)
     check_int("context", context, low=0)
     check_int("batch", batch, low=1)
     flop = 2.0 * n_params * batch
@@ -72,4 +77,5 @@ def diffusion_evaluations(n_images: int, steps: int, guidance: bool = True) -> i
     guidance (a conditional and an unconditional pass). The steps are sequential: step t needs step t+1."""
     check_int("n_images", n_images, low=1)
     check_int("steps", steps, low=1)
+    check_bool("guidance", guidance)
     return n_images * steps * (2 if guidance else 1)

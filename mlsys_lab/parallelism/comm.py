@@ -82,7 +82,7 @@ def partition(array, n_parts: int, axis: int = 0) -> list:
 
 def replicate(array, n_copies: int) -> list:
     """One full copy of ``array`` per rank (the notes' *replication*)."""
-    n_copies = check_int("n_copies", n_copies, low=1)
+    n_copies = check_int("n_copies", n_copies, low=1, high=4096)  # simulated ranks
     return [array.copy() for _ in range(n_copies)]
 
 

@@ -60,7 +60,7 @@ def init_block(cfg: BlockConfig, seed: int = 0) -> dict:
 
 def init_model(cfg: BlockConfig, n_layers: int, seed: int = 0) -> list[dict]:
     """``n_layers`` blocks with different random parameters."""
-    check_int("n_layers", n_layers, low=1)
+    check_int("n_layers", n_layers, low=1, high=1024)
     return [init_block(cfg, seed + 1000 * i) for i in range(n_layers)]
 
 
@@ -132,7 +132,10 @@ def attention_backward(dout, cache):
 
 # --- MLP (GeLU and its derivative: mlsys_lab.nn) ---------------------------------------------
 def mlp(u, w1, w2):
-    """GeLU(u W1) W2. u: (b, s, d); W1: (d, f_local); W2: (f_local, d) -> (b, s, d)."""
+    """(GeLU(u W1) W2, cache): u: (b, s, d); W1: (d, f_local); W2: (f_local, d); the output is (b, s, d).
+
+    Like every forward here it returns a pair: ``out, cache = mlp(u, w1, w2)``; the cache feeds :func:`mlp_backward`.
+    """
     pre = u @ w1                                                              # (b, s, f_local)
     act = gelu(pre)
     return act @ w2, (u, pre, act, w1, w2)

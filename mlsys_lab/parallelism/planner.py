@@ -13,7 +13,12 @@ Cost model (each term from the paper named beside it):
   (k = 4 all-reduces per layer, 6 with recompute: Megatron's f and g);  t_p2p = 2 sends of 2·b·s·h/t;
   t_dp = ring all-reduce of 2·Ψ/(t·p) gradient bytes over d ranks (×1.5 at ZeRO-3), not overlapped.
 * bandwidth: ranks are numbered TP fastest, then DP, then PP (Megatron's order); a group whose
-  ranks fit in one node uses the intra-node link (NVLink), otherwise the per-GPU network share.
+  ranks fit in one node uses the intra-node link (NVLink). A group that spans nodes with k of its
+  ranks in each node runs as NCCL does, min(k, C) channels each leaving the node on its own NIC
+  (lesson 07's :func:`~mlsys_lab.collectives.cost.flat_ring_allreduce_time`): min(k, C)·B_net,
+  capped by NVLink, with B_net = ``inter_node_bytes_per_s`` per NIC (one NIC per GPU) and
+  C = ``n_channels``. TP 16 on 8-GPU nodes has k = 8; a DP group of TP-8 ranks has k = 1, one NIC.
+  ``n_channels=1`` is the single-ring strawman that runs every cross-node group at one NIC's speed.
 
 ``efficiency`` (achieved fraction of peak in the GEMMs) is the one free constant; the lesson fixes it
 on one published run and predicts the others.
@@ -21,11 +26,12 @@ on one published run and predicts the others.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from mlsys_lab.collectives.cost import allreduce_time
+from mlsys_lab.collectives.cost import allreduce_time, flat_ring_allreduce_time
 from mlsys_lab.parallelism.zero import zero_memory_per_gpu
-from mlsys_lab.validation import check_divides, check_finite, check_int, check_number
+from mlsys_lab.validation import check_bool, check_divides, check_finite, check_int, check_number, check_type
 
 BYTES_PER_VALUE = 2  # fp16 / bf16 activations and gradients
 MAX_GPUS = 2**20  # a cluster's GPUs: enumerate_plans tries every divisor, so the count bounds its work
@@ -51,6 +57,7 @@ class ModelSpec:
     def __post_init__(self):
         for field in ("n_layers", "hidden", "n_heads", "seq_len", "vocab"):
             check_int(field, getattr(self, field), low=1, high=MAX_SIZE)
+        check_type("name", self.name, str)
 
     @property
     def n_params(self) -> float:
@@ -68,7 +75,11 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """n GPUs in nodes of g; per-GPU memory, peak FLOP/s and link bandwidths (bytes/s, each way)."""
+    """n GPUs in nodes of g; per-GPU memory, peak FLOP/s and link bandwidths (bytes/s, each way).
+
+    ``inter_node_bytes_per_s`` is one NIC's rate, with one NIC per GPU; ``n_channels`` (default g)
+    is how many NCCL channels, one per NIC, a collective spread over nodes uses (module docstring).
+    """
 
     n_gpus: int
     gpus_per_node: int
@@ -78,6 +89,7 @@ class ClusterSpec:
     inter_node_bytes_per_s: float
     latency_s: float = 5e-6
     name: str = ""
+    n_channels: int | None = None
 
     def __post_init__(self):
         check_int("n_gpus", self.n_gpus, low=1, high=MAX_GPUS)
@@ -85,6 +97,14 @@ class ClusterSpec:
         for field in ("memory_bytes", "peak_flop_per_s", "intra_node_bytes_per_s", "inter_node_bytes_per_s"):
             check_finite(field, getattr(self, field), low=0.0, low_inclusive=False)
         check_finite("latency_s", self.latency_s, low=0.0)
+        check_type("name", self.name, str)
+        if self.n_channels is not None:
+            check_int("n_channels", self.n_channels, low=1, high=MAX_SIZE)
+
+    @property
+    def channels(self) -> int:
+        """NCCL channels of a cross-node collective: ``n_channels``, or one per GPU's NIC."""
+        return self.gpus_per_node if self.n_channels is None else self.n_channels
 
 
 @dataclass(frozen=True)
@@ -100,6 +120,7 @@ class Plan:
         for field in ("dp", "tp", "pp", "micro_batch"):
             check_int(field, getattr(self, field), low=1, high=MAX_SIZE)
         check_int("zero_stage", self.zero_stage, low=0, high=3)
+        check_bool("recompute", self.recompute)
 
 
 @dataclass(frozen=True)
@@ -113,13 +134,25 @@ class Estimate:
 
 
 def _link(group_span: int, cluster: ClusterSpec) -> float:
+    """One link's rate for a point-to-point send between ranks ``group_span`` apart: NVLink or one NIC."""
     inside = group_span <= cluster.gpus_per_node
     return cluster.intra_node_bytes_per_s if inside else cluster.inter_node_bytes_per_s
 
 
-def _ring_seconds(n_bytes: float, n_ranks: int, bandwidth_bytes_per_s: float, cluster: ClusterSpec) -> float:
-    """α-β time of a ring all-reduce (lesson 07's model) at the cluster's latency: 2(p−1)·α + 2(p−1)/p·n/B."""
-    return float(allreduce_time("ring", n_bytes, n_ranks, cluster.latency_s, 1 / bandwidth_bytes_per_s))
+def _group_allreduce_seconds(n_bytes: float, n_ranks: int, stride: int, cluster: ClusterSpec) -> float:
+    """Ring all-reduce over ``n_ranks`` ranks ``stride`` apart (lesson 07's α-β model, NCCL's channels).
+
+    Inside a node: 2(p−1)·α + 2(p−1)/p·n/B_nvlink. Across nodes, with k = the group's ranks per node:
+    2(p−1)·α + 2(p−1)/p·n / min(min(k, C)·B_net, B_nvlink).
+    """
+    g = cluster.gpus_per_node
+    if n_ranks * stride <= g or n_ranks == 1:
+        return float(allreduce_time("ring", n_bytes, n_ranks, cluster.latency_s, 1 / cluster.intra_node_bytes_per_s))
+    per_node = math.gcd(n_ranks, max(1, g // stride))  # ranks per node, a divisor of the group
+    channels = min(per_node, cluster.channels)
+    return float(flat_ring_allreduce_time(n_bytes, n_ranks // per_node, per_node, cluster.latency_s,
+                                          1 / cluster.inter_node_bytes_per_s, n_channels=channels,
+                                          beta_intra=1 / cluster.intra_node_bytes_per_s if channels > 1 else 0.0))
 
 
 def _check_specs(model, cluster, global_batch, plan=None) -> int:
@@ -154,10 +187,10 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: i
     t_compute = flops / (cluster.n_gpus * cluster.peak_flop_per_s * efficiency * m)
     n_allreduce = 6 if plan.recompute else 4
     act_bytes = BYTES_PER_VALUE * b * s * h
-    t_tp = (l / p) * n_allreduce * _ring_seconds(act_bytes, t, _link(t, cluster), cluster)
+    t_tp = (l / p) * n_allreduce * _group_allreduce_seconds(act_bytes, t, 1, cluster)
     t_p2p = 0.0 if p == 1 else 2 * act_bytes / t / _link(t * d * p, cluster)
     grad_bytes = BYTES_PER_VALUE * model.n_params / (t * p)
-    t_dp = _ring_seconds(grad_bytes, d, _link(t * d, cluster), cluster)
+    t_dp = _group_allreduce_seconds(grad_bytes, d, t, cluster)
     t_dp *= 1.5 if plan.zero_stage == 3 else 1.0
     slot = t_compute + t_tp + t_p2p
     total = (m + p - 1) * slot + t_dp
@@ -174,6 +207,11 @@ def enumerate_plans(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     """Every valid (dp, tp, pp, zero stage, micro-batch) for the cluster (ZeRO-2/3 only with pp = 1)."""
     _check_specs(model, cluster, global_batch)
     n = check_int("n_gpus", cluster.n_gpus, low=1)
+    for label, options, high in (("micro_batches", micro_batches, MAX_SIZE), ("zero_stages", zero_stages, 3)):
+        check_type(label, options, (list, tuple, range))
+        for option in options:
+            check_int(label, option, low=0 if label == "zero_stages" else 1, high=high)
+    check_bool("recompute", recompute)
     plans = []
     for t in range(1, n + 1):
         if n % t or model.n_heads % t:
@@ -250,6 +288,8 @@ def predict_megatron_runs(calibrate_on: int = 0, micro_batch: int = 1) -> list[d
     assumed micro-batch size (Table 1 does not list it). Returns rows with predicted and error.
     """
     runs = megatron_runs()
+    check_int("calibrate_on", calibrate_on, low=0, high=len(runs) - 1)
+    check_int("micro_batch", micro_batch, low=1, high=MAX_SIZE)
 
     def parts(run):
         plan = Plan(run["n_gpus"] // (run["tp"] * run["pp"]), run["tp"], run["pp"], 0, micro_batch, True)

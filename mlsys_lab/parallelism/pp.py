@@ -4,8 +4,8 @@ A batch is split into m micro-batches; device d of p holds a contiguous slice of
 (op lists per device, then simulated with per-op times t_f and t_b):
 
 * **GPipe** (Huang et al. 2019): all m forwards, then all m backwards. Stashes m micro-batches.
-* **1F1B** (PipeDream-Flush, Narayanan et al. 2021a): p−d−1 warm-up forwards, then alternate one
-  forward and one backward. Same bubble as GPipe, but at most p micro-batches stashed.
+* **1F1B** (PipeDream-Flush, Narayanan et al. 2021a): device d (0 = first stage) runs p−d−1 warm-up
+  forwards, then alternates one forward and one backward. Same bubble as GPipe, but at most p micro-batches stashed.
 * **interleaved 1F1B** (Narayanan et al. 2021b, Megatron-LM §2.2.2): each device holds v model
   *chunks* (virtual stages d, d+p, …); the bubble shrinks by v at the cost of v× more p2p sends.
 
@@ -24,7 +24,7 @@ from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import block_backward, block_forward
 from mlsys_lab.parallelism.timeline import Event
-from mlsys_lab.validation import check_choice, check_int, check_number
+from mlsys_lab.validation import check_choice, check_finite, check_int, check_type
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
@@ -34,6 +34,14 @@ class Op:
     kind: str  # "F" or "B"
     microbatch: int
     chunk: int = 0
+
+    def __post_init__(self) -> None:  # cheap on the common path: a schedule lists up to 10**6 of these
+        if not isinstance(self.kind, str) or self.kind not in ("F", "B"):
+            raise ValueError(f"kind must be 'F' (forward) or 'B' (backward); got {self.kind!r:.40}")
+        if type(self.microbatch) is not int or self.microbatch < 0:
+            check_int("microbatch", self.microbatch, low=0)
+        if type(self.chunk) is not int or self.chunk < 0:
+            check_int("chunk", self.chunk, low=0)
 
 
 MAX_SIMULATED_OPS = 10**6  # p · m · v forward ops a simulated schedule may list (each is a Python object)
@@ -92,17 +100,31 @@ def _nth_op(kind: str, k: int, p: int, v: int) -> Op:
 
 def simulate_schedule(n_stages: int, n_microbatches: int, schedule: str = "1f1b", n_chunks: int = 1,
                       forward_s: float = 1.0, backward_s: float = 2.0, p2p_s: float = 0.0) -> list[Event]:
-    """Run the op lists on p simulated devices; each op starts when its device is free and its input is ready.
+    """Run a named schedule's op lists (:func:`schedule_ops`) on p simulated devices: :func:`simulate_ops`."""
+    p, m, v = _check(n_stages, n_microbatches, schedule, n_chunks)
+    return simulate_ops(schedule_ops(p, m, schedule, v), v, forward_s, backward_s, p2p_s)
+
+
+def simulate_ops(orders: list[list[Op]], n_chunks: int = 1, forward_s: float = 1.0, backward_s: float = 2.0,
+                 p2p_s: float = 0.0) -> list[Event]:
+    """Run any op lists on p = len(orders) simulated devices; each op starts when its device is free and its
+    input is ready.
 
     Forward of chunk c on device d is virtual stage k = c·p + d; it needs forward k−1 of the same
     micro-batch (+ ``p2p_s``); backward k needs backward k+1 (or forward k at the last virtual stage).
-    Returns one :class:`Event` per op on stream ``"stage d"``; op times are per chunk (t/v).
+    Returns one :class:`Event` per op on stream ``"stage d"``; op times are per chunk (t/v). An order in
+    which some op waits for one that can never run raises ``RuntimeError`` (the schedule deadlocks).
     """
-    p, m, v = _check(n_stages, n_microbatches, schedule, n_chunks)
-    tf = check_number("forward_s", forward_s, low=0.0, low_inclusive=False) / v
-    tb = check_number("backward_s", backward_s, low=0.0, low_inclusive=False) / v
-    p2p_s = check_number("p2p_s", p2p_s, low=0.0)
-    orders = schedule_ops(p, m, schedule, v)
+    v = check_int("n_chunks", n_chunks, low=1)
+    tf = check_finite("forward_s", forward_s, low=0.0, low_inclusive=False) / v
+    tb = check_finite("backward_s", backward_s, low=0.0, low_inclusive=False) / v
+    p2p_s = check_finite("p2p_s", p2p_s, low=0.0)
+    check_type("orders", orders, (list, tuple))
+    for order in orders:
+        if not isinstance(order, (list, tuple)) or not all(isinstance(op, Op) for op in order):
+            raise TypeError("orders must be one list of Op per device (as schedule_ops returns); got an entry "
+                            f"{type(order).__name__} {order!r:.60}")
+    p = check_int("len(orders)", len(orders), low=1)
     last = p * v - 1
     done: dict[tuple[str, int, int], float] = {}
     nxt, free, events = [0] * p, [0.0] * p, []
@@ -138,14 +160,19 @@ def peak_stashed_microbatches(n_stages: int, n_microbatches: int, schedule: str 
     Counted from the op order, in units of one micro-batch through a whole stage (a chunk is 1/v of it).
     """
     p, m, v = _check(n_stages, n_microbatches, schedule, n_chunks)
-    peaks = []
-    for ops in schedule_ops(p, m, schedule, v):
-        live = peak = 0
-        for op in ops:
-            live += 1 if op.kind == "F" else -1
-            peak = max(peak, live)
-        peaks.append(peak / v)
-    return peaks
+    return [stashed_peak(ops) / v for ops in schedule_ops(p, m, schedule, v)]
+
+
+def stashed_peak(ops: list[Op]) -> int:
+    """The most forwards of one device's op list that are done and whose backward is not (in chunk units)."""
+    check_type("ops", ops, (list, tuple))
+    if not all(isinstance(op, Op) for op in ops):
+        raise TypeError("ops must be a list of Op (kind 'F' or 'B', microbatch, chunk), as schedule_ops returns")
+    live = peak = 0
+    for op in ops:
+        live += 1 if op.kind == "F" else -1
+        peak = max(peak, live)
+    return peak
 
 
 def pipeline_loss_and_grads(x, target, blocks: list[dict], head_dim: int, n_stages: int, n_microbatches: int,

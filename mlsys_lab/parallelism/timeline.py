@@ -15,11 +15,12 @@ What a collective costs is lesson 07's α-β model (:func:`mlsys_lab.collectives
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_finite, check_int, check_type
 
 FORWARD_RGB, BACKWARD_RGB, COMM_RGB = (0.27, 0.51, 0.71), (0.90, 0.49, 0.13), (0.58, 0.40, 0.74)
 
@@ -36,9 +37,28 @@ class Event:
     microbatch: int = -1  # pipeline ops: which micro-batch and model chunk
     chunk: int = 0
 
+    def __post_init__(self) -> None:  # cheap on the common path: a simulated schedule makes one per op
+        for name in ("stream", "label", "kind"):
+            if not isinstance(getattr(self, name), str):
+                check_type(name, getattr(self, name), str)
+        numbers = isinstance(self.start, (int, float)) and isinstance(self.end, (int, float))
+        if not (numbers and math.isfinite(self.start) and math.isfinite(self.end) and self.end >= self.start):
+            check_finite("start", self.start)
+            check_finite("end", self.end, low=self.start)
+        if type(self.microbatch) is not int or self.microbatch < -1:
+            check_int("microbatch", self.microbatch, low=-1)  # -1: not a pipeline op
+        if type(self.chunk) is not int or self.chunk < 0:
+            check_int("chunk", self.chunk, low=0)
+
     @property
     def seconds(self) -> float:
         return self.end - self.start
+
+
+def _check_events(events) -> None:
+    check_type("events", events, (list, tuple))
+    if not events or not all(isinstance(e, Event) for e in events):
+        raise ValueError("events must be a non-empty list of Event")
 
 
 def _union_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -67,8 +87,9 @@ def timeline_summary(events: list[Event], compute_streams: tuple[str, ...] = ("c
     total = last end − first start; compute_busy = union of compute boxes; idle = total − busy;
     exposed_comm = comm time during which no compute box runs (what overlap failed to hide).
     """
-    if not events:
-        raise ValueError("events must be a non-empty list of Event")
+    _check_events(events)
+    for name, streams in (("compute_streams", compute_streams), ("comm_streams", comm_streams)):
+        check_type(name, streams, (list, tuple, set, frozenset))
     t0, t1 = min(e.start for e in events), max(e.end for e in events)
     compute = [(e.start, e.end) for e in events if e.stream in compute_streams]
     comms = [(e.start, e.end) for e in events if e.stream in comm_streams]
@@ -81,8 +102,7 @@ def timeline_summary(events: list[Event], compute_streams: tuple[str, ...] = ("c
 
 def stream_idle_fraction(events: list[Event]) -> float:
     """Fraction of (streams × makespan) in which a stream is idle (pipeline bubble fraction)."""
-    if not events:
-        raise ValueError("events must be a non-empty list of Event")
+    _check_events(events)
     t0, t1 = min(e.start for e in events), max(e.end for e in events)
     streams = sorted({e.stream for e in events})
     busy = sum(_union_seconds([(e.start, e.end) for e in events if e.stream == s]) for s in streams)
@@ -96,8 +116,7 @@ def timeline_raster(events: list[Event], streams: list[str], n_px: int = 600, t_
     darker (×0.55), an edge between neighbours. Boxes alternate two shades (by their label) so that
     neighbouring micro-batches stay distinguishable. Empty time is white.
     """
-    if not events:
-        raise ValueError("events must be a non-empty list of Event")
+    _check_events(events)
     n_px = check_int("n_px", n_px, low=1)
     t_end = t_end or max(e.end for e in events)
     image = np.ones((len(streams), n_px, 3))

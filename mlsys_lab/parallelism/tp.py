@@ -128,6 +128,7 @@ def time_mlp_shards(n_tokens: int, hidden: int, degrees=(1, 2, 4, 8), dtype: str
     from mlsys_lab.backend import on_gpu
     from mlsys_lab.timing import Timing, benchmark
 
+    check_int("repeat", repeat, low=1, high=1000)
     if cpu_threads is not None and not on_gpu:
         import json
         import os

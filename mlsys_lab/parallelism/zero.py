@@ -27,7 +27,7 @@ from mlsys_lab.backend import xp
 from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import block_backward, block_forward, loss_and_grads
-from mlsys_lab.validation import check_choice, check_finite, check_int, check_number
+from mlsys_lab.validation import check_array, check_bool, check_choice, check_finite, check_int, check_number
 
 STAGES = (0, 1, 2, 3)
 
@@ -41,11 +41,13 @@ def zero_memory_breakdown(n_params: float, n_gpus: int, stage: int, bytes_per_pa
     ``optimizer_bytes_per_param`` is the paper's K. Offloading moves a term to ``cpu_bytes``;
     parameters can be offloaded only at stage 3 (ZeRO-Infinity / FSDP ``CPUOffload``).
     """
-    psi = check_number("n_params", n_params, low=1.0)
+    psi = check_finite("n_params", n_params, low=1.0)
     n = check_int("n_gpus", n_gpus, low=1)
     check_choice("stage", stage, STAGES)
-    b = check_number("bytes_per_param", bytes_per_param, low=0.0, low_inclusive=False)
-    k = check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, low=0.0)
+    b = check_finite("bytes_per_param", bytes_per_param, low=0.0, low_inclusive=False)
+    k = check_finite("optimizer_bytes_per_param", optimizer_bytes_per_param, low=0.0)
+    check_bool("offload_optimizer", offload_optimizer)
+    check_bool("offload_params", offload_params)
     if offload_params and stage != 3:
         raise ValueError("offload_params needs stage=3 (parameters must be partitioned to stream them); "
                          f"got {stage}")
@@ -77,9 +79,10 @@ def zero_communication_bytes(n_params: float, n_gpus: int, stage: int, bytes_per
 
     ``ring=False`` gives the paper's round figures (2Ψ, 3Ψ) that drop the (N−1)/N factor.
     """
-    psi = check_number("n_params", n_params, low=1.0)
+    psi = check_finite("n_params", n_params, low=1.0)
     n = check_int("n_gpus", n_gpus, low=1)
     check_choice("stage", stage, STAGES)
+    check_bool("ring", ring)
     bytes_per_param = check_finite("bytes_per_param", bytes_per_param, low=0.0, low_inclusive=False)
     factor = (n - 1) / n if ring else 1.0
     return (3 if stage == 3 else 2) * psi * bytes_per_param * factor
@@ -89,8 +92,9 @@ def offload_transfer_bytes(n_params: float, n_gpus: int = 1, bytes_per_param: fl
     """Bytes one GPU moves over PCIe per step when the optimizer runs on the CPU (ZeRO-Offload, Ren et al.
     2021, §4): its share of the fp16 gradients down and of the updated fp16 parameters back up, 4Ψ / N in
     all ("a total communication volume of 4M" for one GPU, M the parameter count)."""
-    psi = check_number("n_params", n_params, low=1.0)
+    psi = check_finite("n_params", n_params, low=1.0)
     n = check_int("n_gpus", n_gpus, low=1)
+    bytes_per_param = check_finite("bytes_per_param", bytes_per_param, low=0.0, low_inclusive=False)
     return 2 * psi * bytes_per_param / n
 
 
@@ -99,9 +103,10 @@ def offload_step_overhead(n_params: float, n_gpus: int, tokens_per_gpu: int, pci
     """PCIe time of :func:`offload_transfer_bytes` beside the GPU's compute time for the step
     (6Ψ FLOP per token at ``mfu`` of ``peak_flop_per_s``). If the transfer is not overlapped with the
     backward pass, it adds ``transfer_s`` to every step."""
+    check_finite("n_params", n_params, low=1.0)
     check_int("tokens_per_gpu", tokens_per_gpu, low=1)
-    check_number("pcie_bytes_per_s", pcie_bytes_per_s, low=0, low_inclusive=False)
-    check_number("peak_flop_per_s", peak_flop_per_s, low=0, low_inclusive=False)
+    check_finite("pcie_bytes_per_s", pcie_bytes_per_s, low=0, low_inclusive=False)
+    check_finite("peak_flop_per_s", peak_flop_per_s, low=0, low_inclusive=False)
     check_number("mfu", mfu, low=0, high=1, low_inclusive=False)
     transfer = offload_transfer_bytes(n_params, n_gpus) / pcie_bytes_per_s
     compute = 6 * n_params * tokens_per_gpu / (peak_flop_per_s * mfu)
@@ -140,6 +145,10 @@ def adam(theta, grad, m, v, t: int, lr: float, beta1=0.9, beta2=0.999, eps=1e-8)
     check_number("beta1", beta1, low=0.0, high=1.0, high_inclusive=False)
     check_number("beta2", beta2, low=0.0, high=1.0, high_inclusive=False)
     eps = check_finite("eps", eps, low=0.0, low_inclusive=False)
+    shape = check_array("theta", theta, min_size=0).shape
+    for label, array in (("grad", grad), ("m", m), ("v", v)):
+        if (got := check_array(label, array, min_size=0).shape) != shape:
+            raise ValueError(f"{label} must have the shape of theta {tuple(shape)}; got {tuple(got)}")
     m = beta1 * m + (1 - beta1) * grad
     v = beta2 * v + (1 - beta2) * grad * grad
     m_hat, v_hat = m / (1 - beta1**t), v / (1 - beta2**t)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from mlsys_lab.training_memory.accounting import TRANSFORMER_SHAPES, TransformerShape
 from mlsys_lab.training_memory.quantize import nf4_bits_per_param
-from mlsys_lab.validation import check_choice, check_int, check_positive
+from mlsys_lab.validation import check_choice, check_finite, check_int, check_positive, check_type
 
 # GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, d_ff = 4 d_model; BPE vocab 50257.
 GPT3_175B = TRANSFORMER_SHAPES["GPT-3 175B"]
@@ -36,6 +36,9 @@ MODELS = {m.name: m for m in (LLAMA_7B, LLAMA_65B, GPT3_175B)}
 # LoRA paper, Table 4 (GPT-3 175B rows) and Section 7.1's 18M budget: (rank, targets) -> trainable params.
 LORA_PAPER_GPT3 = {(1, ("q", "v")): 4.7e6, (8, ("q", "v")): 37.7e6,
                    (8, ("q",)): 18e6, (4, ("q", "v")): 18e6, (2, ("q", "k", "v", "o")): 18e6}
+# LoRA paper, Table 4, the two GPT-3 (Adapter^H) rows: bottleneck r -> trainable params. The table prints
+# only the counts; r = 1 and r = 8 (two adapters per layer, with biases) are the bottlenecks that give them.
+ADAPTER_PAPER_GPT3 = {1: 7.1e6, 8: 40.1e6}
 
 
 def lora_trainable_params(d_model: int, n_layers: int, rank: int, n_adapted_matrices: int = 2) -> int:
@@ -51,8 +54,12 @@ def lora_params_for_shapes(shapes: list[tuple[int, int]], rank: int, n_layers: i
     """LoRA parameters for weights of any shape: Σ r · (d_in + d_out), times ``n_layers``."""
     check_int("rank", rank, low=1)
     check_int("n_layers", n_layers, low=1)
+    check_type("shapes", shapes, (list, tuple))
     total = 0
-    for d_in, d_out in shapes:
+    for shape in shapes:
+        if not isinstance(shape, (list, tuple)) or len(shape) != 2:
+            raise TypeError(f"shapes must be a list of (d_in, d_out) pairs; got an entry {shape!r:.40}")
+        d_in, d_out = shape
         check_int("d_in", d_in, low=1)
         check_int("d_out", d_out, low=1)
         total += rank * (d_in + d_out)
@@ -127,6 +134,7 @@ def lora_finetune_bytes(n_base_params: float, n_lora_params: float, quantization
     """
     check_positive("n_base_params", n_base_params)
     check_positive("n_lora_params", n_lora_params)
+    check_finite("activation_bytes", activation_bytes, low=0.0)
     return {"base weights": n_base_params * base_bits_per_param(quantization) / 8,
             "LoRA weights": 2.0 * n_lora_params,
             "LoRA gradients": 2.0 * n_lora_params,

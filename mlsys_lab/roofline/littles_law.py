@@ -11,7 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlsys_lab.validation import check_positive
+from mlsys_lab.validation import check_array, check_finite, check_type
+
+
+def _finite_positive(name: str, value) -> float:
+    return check_finite(name, value, low=0, low_inclusive=False)
 
 
 def inflight_required(throughput: float, latency: float) -> float:
@@ -19,15 +23,37 @@ def inflight_required(throughput: float, latency: float) -> float:
 
     Units follow the inputs: bytes/s x s = bytes in flight; FMA/cycle x cycles = FMAs in flight.
     """
-    return check_positive("throughput", throughput) * check_positive("latency", latency)
+    return _finite_positive("throughput", throughput) * _finite_positive("latency", latency)
 
 
 def throughput_with_inflight(inflight, latency: float, peak_throughput: float):
     """Little's law turned around: R = min(peak, n / t) for ``inflight`` operations in flight (vectorized)."""
-    check_positive("latency", latency)
-    check_positive("peak_throughput", peak_throughput)
-    result = np.minimum(peak_throughput, np.asarray(inflight, dtype=float) / latency)
+    _finite_positive("latency", latency)
+    _finite_positive("peak_throughput", peak_throughput)
+    n = np.asarray(check_array("inflight", inflight, min_size=0), dtype=float)
+    if np.any(~(n >= 0)):
+        raise ValueError("inflight must be >= 0 operations (or bytes) in flight, with no NaN")
+    result = np.minimum(peak_throughput, n / latency)
     return float(result) if result.ndim == 0 else result
+
+
+def loaded_latency(inflight, throughput, fraction: float = 0.95) -> float:
+    """The latency under load, n / R, at a sweep's knee: the point with the fewest in flight among those that
+    reach ``fraction`` of the best throughput (same units as the sweep: bytes / (bytes/s) = s).
+
+    An idle pointer chase measures one request alone; at the knee the memory system is nearly saturated and each
+    request also waits in queues, so n / R there is the latency Little's law needs to size the work in flight.
+    """
+    n, r = np.asarray(inflight, dtype=float), np.asarray(throughput, dtype=float)
+    if n.shape != r.shape or n.ndim != 1 or n.size == 0:
+        raise ValueError(f"inflight and throughput must be 1-D of the same length; got {n.shape} and {r.shape}")
+    if np.any(~(n > 0)) or np.any(~(r > 0)):
+        raise ValueError("inflight and throughput must be > 0 at every point")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1]; got {fraction!r}")
+    reaching = np.flatnonzero(r >= fraction * r.max())
+    knee = reaching[np.argmin(n[reaching])]
+    return float(n[knee] / r[knee])
 
 
 @dataclass(frozen=True)
@@ -40,6 +66,19 @@ class LittleSweep:
     latency: float  # measured latency of one operation (cycles, or seconds for HBM)
     peak: float  # the throughput ceiling used by the prediction
     unit: str
+
+    def __post_init__(self) -> None:
+        check_type("label", self.label, str)
+        check_type("unit", self.unit, str)
+        for name in ("inflight", "throughput"):
+            array = check_array(name, getattr(self, name), ndim=1, finite=True)
+            if np.any(array < 0):
+                raise ValueError(f"{name} must be >= 0 at every point")
+        if np.shape(self.inflight) != np.shape(self.throughput):
+            raise ValueError(f"throughput must have the shape of inflight {np.shape(self.inflight)}; got "
+                             f"{np.shape(self.throughput)}")
+        _finite_positive("latency", self.latency)
+        _finite_positive("peak", self.peak)
 
     @property
     def predicted(self) -> np.ndarray:

@@ -32,14 +32,19 @@ from mlsys_lab.operators.cost import (
     softmax_cost,
     time_lower_bound_seconds,
 )
-from mlsys_lab.validation import check_choice, check_int, check_positive
+from mlsys_lab.validation import check_array, check_choice, check_finite, check_int, check_type
+
+
+def _rate(name: str, value) -> float:
+    """A peak or a bandwidth: a finite number > 0 (an infinite roof is no roof)."""
+    return check_finite(name, value, low=0, low_inclusive=False)
 
 
 def attainable_flops(intensity, peak_flops: float, bandwidth: float):
     """P = min(peak_flops, intensity x bandwidth) in FLOP/s; ``intensity`` (FLOP/byte) may be an array."""
-    check_positive("peak_flops", peak_flops)
-    check_positive("bandwidth", bandwidth)
-    intensity_array = np.asarray(intensity, dtype=float)
+    _rate("peak_flops", peak_flops)
+    _rate("bandwidth", bandwidth)
+    intensity_array = np.asarray(check_array("intensity", intensity, min_size=0), dtype=float)
     if np.any(~(intensity_array > 0)):
         raise ValueError(f"intensity must be > 0 FLOP/byte; got {intensity!r}")
     result = np.minimum(peak_flops, intensity_array * bandwidth)
@@ -48,7 +53,7 @@ def attainable_flops(intensity, peak_flops: float, bandwidth: float):
 
 def ridge_point(peak_flops: float, bandwidth: float) -> float:
     """I* = peak_flops / bandwidth (FLOP/byte): where the slanted roof meets the flat one."""
-    return check_positive("peak_flops", peak_flops) / check_positive("bandwidth", bandwidth)
+    return _rate("peak_flops", peak_flops) / _rate("bandwidth", bandwidth)
 
 
 def hierarchical_attainable(intensities: dict[str, float], peak_flops: float, bandwidths: dict[str, float]) -> float:
@@ -62,7 +67,7 @@ def hierarchical_attainable(intensities: dict[str, float], peak_flops: float, ba
         raise ValueError(f"bandwidths must cover every level in intensities; missing {sorted(missing)}")
     return float(
         min(
-            [check_positive("peak_flops", peak_flops)]
+            [_rate("peak_flops", peak_flops)]
             + [attainable_flops(i, peak_flops, bandwidths[level]) for level, i in intensities.items()]
         )
     )
@@ -72,8 +77,11 @@ def roofline_curve(
     peak_flops: float, bandwidth: float, low: float = 1 / 16, high: float = 4096, points: int = 200
 ) -> tuple[np.ndarray, np.ndarray]:
     """(intensities, attainable FLOP/s) on a log grid from ``low`` to ``high`` FLOP/byte, for plotting."""
-    check_int("points", points, low=2)
-    intensities = np.geomspace(check_positive("low", low), check_positive("high", high), points)
+    check_int("points", points, low=2, high=100_000)
+    low, high = _rate("low", low), _rate("high", high)
+    if high <= low:
+        raise ValueError(f"high must be > low={low:g} FLOP/byte; got {high:g}")
+    intensities = np.geomspace(low, high, points)
     return intensities, attainable_flops(intensities, peak_flops, bandwidth)
 
 
@@ -89,6 +97,14 @@ class RooflinePoint:
     seconds: float  # roofline time: max(flop / peak, n_bytes / bandwidth)
     bound: str  # "memory-bound", "compute-bound" or "no work"
 
+    def __post_init__(self) -> None:
+        check_type("hardware", self.hardware, Hardware)
+        check_type("dtype", self.dtype, str)
+        check_type("cost", self.cost, OpCost)
+        check_finite("attainable_flops", self.attainable_flops, low=0)
+        check_finite("seconds", self.seconds, low=0)
+        check_choice("bound", self.bound, ("memory-bound", "compute-bound", "no work"))
+
     @property
     def peak_flops(self) -> float:
         return self.hardware.peak(self.dtype)
@@ -100,6 +116,8 @@ class RooflinePoint:
 
 def place(hardware: Hardware, cost: OpCost, dtype: str = "fp32") -> RooflinePoint:
     """Attainable FLOP/s, bound and roofline time of the operator ``cost`` on ``hardware`` in ``dtype``."""
+    check_type("hardware", hardware, Hardware)
+    check_type("cost", cost, OpCost)
     peak, bandwidth = hardware.peak(dtype), hardware.memory_bandwidth_bytes_per_s
     attainable = attainable_flops(cost.intensity, peak, bandwidth) if cost.intensity > 0 else 0.0
     return RooflinePoint(

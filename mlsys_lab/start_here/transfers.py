@@ -13,7 +13,7 @@ import math
 
 from mlsys_lab.hardware import Hardware, links_of, transfer_seconds
 from mlsys_lab.units import bytes_per_element
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_finite, check_int, check_type
 
 
 def tensor_bytes(shape: tuple[int, ...], dtype: str) -> float:
@@ -24,9 +24,11 @@ def tensor_bytes(shape: tuple[int, ...], dtype: str) -> float:
 
 def transfer_times(n_bytes: float, hardware: Hardware) -> dict[str, float]:
     """Seconds to move ``n_bytes`` once over each data path of ``hardware`` (memory first, then links)."""
+    check_type("hardware", hardware, Hardware)
     return {link: transfer_seconds(n_bytes, bandwidth) for link, bandwidth in links_of(hardware).items()}
 
 
 def fits_in_memory(n_bytes: float, hardware: Hardware) -> bool:
     """Whether ``n_bytes`` fit in the device memory of ``hardware`` (nan capacity, i.e. unknown: False)."""
-    return n_bytes <= hardware.memory_bytes
+    check_finite("n_bytes", n_bytes, low=0.0)
+    return check_type("hardware", hardware, Hardware).memory_bytes >= n_bytes

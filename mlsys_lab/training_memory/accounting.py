@@ -24,7 +24,7 @@ import tracemalloc
 from typing import Any, Callable
 
 from mlsys_lab import backend
-from mlsys_lab.validation import check_choice, check_finite, check_int
+from mlsys_lab.validation import check_choice, check_finite, check_int, check_type
 
 PRECISIONS = ("fp32", "mixed")
 OPTIMIZERS = ("adam", "sgd", "sgd_momentum")
@@ -41,6 +41,10 @@ class MemoryBreakdown:
     optimizer_state: float
     activations: float = 0.0
     workspace: float = 0.0  # transient buffers: the gradient in flight during the backward
+
+    def __post_init__(self) -> None:
+        for f in ("weights", "gradients", "master_weights", "optimizer_state", "activations", "workspace"):
+            check_finite(f, getattr(self, f), low=0.0)
 
     @property
     def total(self) -> float:
@@ -110,8 +114,10 @@ class TransformerShape:
 
     ``d_ff`` defaults to 4·h; ``n_mlp_matrices`` is 2 for a GELU MLP (GPT: up, down) and 3 for a gated
     SwiGLU MLP (LLaMA: gate, up, down). Two parameter counts, for two conventions:
-    :attr:`n_params` (GPT-2's: weights, biases, LayerNorms and one tied embedding) and
-    :attr:`n_matrix_params` (what the LoRA and QLoRA papers count: weight matrices and both embeddings).
+    :attr:`n_params` (the model's own count: by default GPT-2's, with biases, two LayerNorms per layer
+    and one tied embedding; LLaMA sets ``biases=False``, ``norm="rmsnorm"``, ``tied_embeddings=False``)
+    and :attr:`n_matrix_params` (what the LoRA and QLoRA papers count: weight matrices and both
+    embeddings).
     """
 
     name: str
@@ -121,11 +127,19 @@ class TransformerShape:
     vocab: int
     d_ff: int | None = None  # None: 4·hidden
     n_mlp_matrices: int = 2
+    biases: bool = True  # every linear layer has a bias (GPT-2, GPT-3); LLaMA has none
+    norm: str = "layernorm"  # "layernorm": weight + bias, 2 per layer; "rmsnorm": weight only, 2 per layer + final
+    tied_embeddings: bool = True  # the output layer reuses the input embedding (GPT-2); LLaMA's are separate
 
     def __post_init__(self) -> None:
+        check_type("name", self.name, str)
         for field_name in ("n_layers", "hidden", "n_heads", "vocab"):
             check_int(field_name, getattr(self, field_name), low=1)
         check_choice("n_mlp_matrices", self.n_mlp_matrices, (2, 3))
+        check_choice("norm", self.norm, ("layernorm", "rmsnorm"))
+        for flag in ("biases", "tied_embeddings"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be True or False; got {getattr(self, flag)!r:.60}")
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.hidden)
         check_int("d_ff", self.d_ff, low=1)
@@ -142,13 +156,19 @@ class TransformerShape:
 
     @property
     def n_params(self) -> int:
-        """Weights and biases of every linear layer, two LayerNorms (4h) per layer, one tied embedding V·h.
+        """Every linear weight (and bias), the norms and the embeddings, as the model itself counts them.
 
-        For a 4h GELU MLP this is :func:`transformer_params`, 12·L·h² + 13·L·h + V·h.
+        GPT convention (the defaults): biases, two LayerNorms (4h) per layer, one tied embedding V·h; for
+        a 4h GELU MLP this is :func:`transformer_params`, 12·L·h² + 13·L·h + V·h. LLaMA convention
+        (``biases=False, norm="rmsnorm", tied_embeddings=False``): L·(4h² + 3·h·f + 2h) + h + 2·V·h,
+        which for Llama-2 7B (L = 32, h = 4096, f = 11008, V = 32000) is 6,738,415,616.
         """
         shapes = self.linear_shapes().values()
-        per_layer = sum(d_in * d_out + d_out for d_in, d_out in shapes) + 4 * self.hidden
-        return self.n_layers * per_layer + self.vocab * self.hidden
+        per_layer = sum(d_in * d_out + (d_out if self.biases else 0) for d_in, d_out in shapes)
+        per_layer += 4 * self.hidden if self.norm == "layernorm" else 2 * self.hidden
+        final_norm = self.hidden if self.norm == "rmsnorm" else 0
+        embeddings = (1 if self.tied_embeddings else 2) * self.vocab * self.hidden
+        return self.n_layers * per_layer + final_norm + embeddings
 
     @property
     def n_matrix_params(self) -> int:
@@ -158,11 +178,13 @@ class TransformerShape:
 
 
 # Shapes from the papers (GPT-2: Radford et al. 2019; GPT-3: Brown et al. 2020, Table 2.1; Llama 2:
-# Touvron et al. 2023). Llama's SwiGLU MLP is counted here as a 4h MLP, within 3% of its size.
+# Touvron et al. 2023 and the released configs: SwiGLU MLP of width 11008 / 13824, no biases, RMSNorm,
+# separate input and output embeddings; 6,738,415,616 and 13,015,864,320 parameters).
+_LLAMA = dict(n_mlp_matrices=3, biases=False, norm="rmsnorm", tied_embeddings=False)
 TRANSFORMER_SHAPES = {shape.name: shape for shape in (
     TransformerShape("GPT-2 XL (1.5B)", 48, 1600, 25, 50257),
-    TransformerShape("Llama-2 7B shape", 32, 4096, 32, 32000),
-    TransformerShape("Llama-2 13B shape", 40, 5120, 40, 32000),
+    TransformerShape("Llama-2 7B", 32, 4096, 32, 32000, d_ff=11008, **_LLAMA),
+    TransformerShape("Llama-2 13B", 40, 5120, 40, 32000, d_ff=13824, **_LLAMA),
     TransformerShape("GPT-3 175B", 96, 12288, 96, 50257),
 )}
 
@@ -175,6 +197,7 @@ def transformer_training_bytes(shape: TransformerShape, batch: int, seq: int, pr
     32-bit when fp32). Left out: the embedding/logit activations, temporary buffers, the CUDA
     context and allocator fragmentation, which add a few GB in practice.
     """
+    check_type("shape", shape, TransformerShape)
     value_bytes = 2 if check_choice("precision", precision, PRECISIONS) == "mixed" else 4
     per_layer = transformer_layer_activation_bytes(batch, seq, shape.hidden, shape.n_heads, recompute,
                                                    value_bytes)
@@ -196,6 +219,7 @@ def mlp_step_bytes(d_in: int, width: int, n_blocks: int, n_classes: int, batch: 
                         ("expansion", expansion)):
         check_int(name, value, low=1)
     check_int("n_blocks", n_blocks, low=0)
+    check_choice("bytes_per_value", bytes_per_value, (1, 2, 4, 8))
     d, e, B = width, expansion, batch
     n_params = d_in * d + d + n_blocks * (2 * e * d * d + e * d) + d * n_classes + n_classes
     activations = B * (d_in + n_blocks * d * (1 + e) + d + n_classes) * bytes_per_value

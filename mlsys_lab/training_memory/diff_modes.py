@@ -138,7 +138,7 @@ def const(c: float) -> tuple:
 
 def logistic_map(n: int) -> tuple:
     """l₁ = x, l_{k+1} = 4·l_k·(1 − l_k) (Baydin et al. 2018, Table 1)."""
-    check_int("n", n, low=1)
+    check_int("n", n, low=1, high=64)  # the expression doubles with each step
     expr = X
     for _ in range(n - 1):
         expr = ("mul", ("mul", const(4), expr), ("sub", const(1), expr))

@@ -40,7 +40,7 @@ def sparse_regression(n_examples: int, n_params: int, nnz: int, seed: int = 0):
 
     Returns (indices (n, nnz) int, values (n, nnz), targets (n,), true weights (d,)).
     """
-    check_int("n_examples", n_examples, low=1)
+    check_int("n_examples", n_examples, low=1, high=10**7)
     d = check_int("n_params", n_params, low=1)
     k = check_int("nnz", nnz, low=1, high=d)
     g = np.random.default_rng(seed)

@@ -20,7 +20,15 @@ from statistics import NormalDist
 
 import numpy as np
 
-from mlsys_lab.validation import check_choice, check_int, relative_error
+from mlsys_lab.validation import (
+    check_array,
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+    check_type,
+    relative_error,
+)
 
 SCHEMES = ("symmetric", "asymmetric")
 GRANULARITIES = ("tensor", "channel", "group")
@@ -36,6 +44,15 @@ class Quantized:
     zero_points: np.ndarray | None
     bits: int
     group_size: int  # columns per scale (the row length for per-channel, everything for per-tensor)
+
+    def __post_init__(self) -> None:
+        check_array("codes", self.codes, kinds="iu", min_size=0)
+        if np.any(check_array("scales", self.scales, kinds="f", finite=True, min_size=0) < 0):
+            raise ValueError("scales must be >= 0 (a step size per group)")
+        if self.zero_points is not None:
+            check_array("zero_points", self.zero_points, kinds="fiu", finite=True, min_size=0)
+        check_int("bits", self.bits, low=2, high=16)
+        check_int("group_size", self.group_size, low=1)
 
     @property
     def storage_bytes(self) -> float:
@@ -59,7 +76,7 @@ def _grouped(w: np.ndarray, granularity: str, group_size: int) -> tuple[np.ndarr
 def quantize(w: np.ndarray, bits: int = 8, scheme: str = "symmetric", granularity: str = "channel",
              group_size: int = 128) -> Quantized:
     """Round-to-nearest quantization of a 2-D weight (rows = output channels). See the module doc."""
-    w = np.asarray(w, dtype=np.float32)
+    w = np.asarray(check_array("w", w, finite=True), dtype=np.float32)
     if w.ndim != 2:
         raise ValueError(f"w must be a 2-D array (rows, cols); got shape {w.shape}")
     bits = check_int("bits", bits, low=2, high=16)
@@ -85,6 +102,7 @@ def quantize(w: np.ndarray, bits: int = 8, scheme: str = "symmetric", granularit
 
 def dequantize(q: Quantized) -> np.ndarray:
     """ŵ = scale·(q − zero), float32, the weight's shape."""
+    check_type("q", q, Quantized)
     rows = q.scales.shape[0]
     codes = q.codes.reshape(rows, -1, q.group_size).astype(np.float32)
     if q.zero_points is not None:
@@ -103,6 +121,7 @@ def nf4_levels(offset: float = NF4_OFFSET) -> np.ndarray:
     8 positive levels at normal quantiles of linspace(offset, 0.5, 9)[:-1], 7 negative ones at
     linspace(offset, 0.5, 8)[:-1], and an exact zero; then divided by the largest magnitude.
     """
+    check_number("offset", offset, low=0.5, high=1.0, low_inclusive=False, high_inclusive=False)  # a quantile
     ppf = NormalDist().inv_cdf
     positive = [ppf(p) for p in np.linspace(offset, 0.5, 9)[:-1]]
     negative = [-ppf(p) for p in np.linspace(offset, 0.5, 8)[:-1]]
@@ -139,7 +158,9 @@ def dequantize_blockwise(codes: np.ndarray, absmax: np.ndarray, levels: np.ndarr
 
 def nf4_quantize_dequantize(w: np.ndarray, block_size: int = 64) -> np.ndarray:
     """Per block of ``block_size`` weights: divide by the absmax, snap to the nearest NF4 level, rescale."""
-    w = np.asarray(w, dtype=np.float32)
+    w = np.asarray(check_array("w", w, finite=True), dtype=np.float32)
+    if w.size % check_int("block_size", block_size, low=1):
+        raise ValueError(f"w.size must be a multiple of block_size={block_size}; got {w.size}")
     levels = nf4_levels().astype(np.float32)
     return dequantize_blockwise(*quantize_blockwise(w, levels, block_size), levels).reshape(w.shape)
 
@@ -147,7 +168,7 @@ def nf4_quantize_dequantize(w: np.ndarray, block_size: int = 64) -> np.ndarray:
 def nf4_bits_per_param(block_size: int = 64, double_quant: bool = True, second_block: int = 256) -> float:
     """4 bits + absmax overhead: 32/64 = 0.5 bits, or 8/64 + 32/(64·256) ≈ 0.127 with double quantization."""
     check_int("block_size", block_size, low=1)
-    if not double_quant:
+    if not check_bool("double_quant", double_quant):
         return 4 + 32 / block_size
     return 4 + 8 / block_size + 32 / (block_size * check_int("second_block", second_block, low=1))
 
@@ -162,6 +183,11 @@ def quantized_matmul_error(x: np.ndarray, w: np.ndarray, bits: int = 8, activati
     read at bits/8 bytes each and dequantized in the kernel). Weight + activation: x is also
     quantized, per token (row), so the matmul itself can run on integer units.
     """
+    check_bool("activations", activations)
+    x = np.asarray(check_array("x", x, ndim=2, finite=True))
+    w = np.asarray(check_array("w", w, ndim=2, finite=True))
+    if x.shape[1] != w.shape[1]:
+        raise ValueError(f"x (batch, in) and w (out, in) must share in; got x {x.shape} and w {w.shape}")
     w_hat = dequantize(quantize(w, bits, "symmetric", "channel", group_size))
     x_hat = dequantize(quantize(x, bits, "symmetric", "channel", group_size)) if activations else x
     return relative_error(x_hat @ w_hat.T, x @ w.T)

@@ -119,7 +119,7 @@ def predicted_peak_bytes(n_blocks: int, segment_length: int, block_bytes: float,
 
 def optimal_segment_length(n_blocks: int, block_bytes: float, checkpoint_bytes: float) -> int:
     """The k that minimises ceil(n/k)·c + k·s, by search (≈ √(n·c/s) from the continuous minimum)."""
-    check_int("n_blocks", n_blocks, low=1)
+    check_int("n_blocks", n_blocks, low=1, high=10**4)  # a search over every k: at most 10**4 of them
     return min(range(1, n_blocks + 1),
                key=lambda k: predicted_peak_bytes(n_blocks, k, block_bytes, checkpoint_bytes))
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsys_lab.validation import check_int, check_number
+from mlsys_lab.validation import check_array, check_int, check_number
 
 
 def prune_unstructured(w: np.ndarray, sparsity: float) -> np.ndarray:
     """Zero the ``sparsity`` fraction of weights with the smallest |w| (ties: lowest index first)."""
     check_number("sparsity", sparsity, low=0.0, high=1.0)
-    w = np.asarray(w)
+    w = np.asarray(check_array("w", w, finite=True, min_size=0))
     n_zero = int(round(sparsity * w.size))
     flat = w.reshape(-1).copy()
     flat[np.argsort(np.abs(flat), kind="stable")[:n_zero]] = 0
@@ -41,7 +41,9 @@ def prune_n_m(w: np.ndarray, n: int = 2, m: int = 4) -> np.ndarray:
 
 def csr_bytes(w: np.ndarray, value_bytes: int = 2, index_bytes: int = 4) -> int:
     """Compressed sparse row: nnz values + nnz column indices + (rows + 1) row pointers."""
-    w = np.asarray(w)
+    check_int("value_bytes", value_bytes, low=1)
+    check_int("index_bytes", index_bytes, low=1)
+    w = np.asarray(check_array("w", w, min_size=0))
     if w.ndim != 2:
         raise ValueError(f"w must be a 2-D array; got shape {w.shape}")
     nnz = int(np.count_nonzero(w))
@@ -50,7 +52,10 @@ def csr_bytes(w: np.ndarray, value_bytes: int = 2, index_bytes: int = 4) -> int:
 
 def two_four_bytes(shape: tuple[int, int], value_bytes: int = 2) -> float:
     """2:4 storage: half the values, plus 2 bits of position metadata per kept value."""
-    rows, cols = shape
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise ValueError(f"shape must be a (rows, cols) pair; got {shape!r:.40}")
+    rows, cols = (check_int(label, size, low=1) for label, size in zip(("shape[0]", "shape[1]"), shape, strict=True))
+    check_int("value_bytes", value_bytes, low=1)
     if cols % 4:
         raise ValueError(f"the column count must be divisible by 4 for 2:4 sparsity; got {cols}")
     kept = rows * cols // 2

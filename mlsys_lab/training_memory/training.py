@@ -73,7 +73,7 @@ def make_mlp(d_in: int, width: int, n_blocks: int, n_classes: int, *, expansion:
     """
     for name, value in (("d_in", d_in), ("width", width), ("n_classes", n_classes), ("expansion", expansion)):
         check_int(name, value, low=1)
-    check_int("n_blocks", n_blocks, low=0)
+    check_int("n_blocks", n_blocks, low=0, high=1024)
     check_choice("init", init, ("scaled", "zeros"))
     dtype = dtype or xp.float32
     generator = np.random.default_rng(seed)  # drawn on the host: the same model on NumPy and CuPy
@@ -184,7 +184,7 @@ def fresh_adam_steps(d_in: int, width: int, n_blocks: int, n_classes: int, batch
     which :func:`~mlsys_lab.training_memory.accounting.mlp_step_bytes` predicts from shapes. Two
     steps, so that the second runs with Adam's state already allocated.
     """
-    check_int("n_steps", n_steps, low=1)
+    check_int("n_steps", n_steps, low=1, high=10**4)
     x, labels = random_batch(batch, d_in, n_classes, seed)
     model, optimizer = make_mlp(d_in, width, n_blocks, n_classes), Adam(lr=lr)
     for _ in range(n_steps):

@@ -79,7 +79,7 @@ class CompressionRun:
 
 def measure(a: np.ndarray, shuffle: bool = True, level: int = 1, repeat: int = 3) -> CompressionRun:
     """Compress and decompress ``a`` ``repeat`` times; check the round trip is exact; median times."""
-    check_int("repeat", repeat, low=1)
+    check_int("repeat", repeat, low=1, high=1000)
     c_times, d_times = [], []
     for _ in range(repeat):
         start = time.perf_counter()

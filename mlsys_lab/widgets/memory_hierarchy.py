@@ -53,7 +53,8 @@ class WarpAccessExplorer(Explorer):
         if result.space == SPACES[1]:
             return {
                 "passes (wavefronts)": str(result.cost),
-                "conflict": f"{result.cost}-way",
+                "passes if contiguous": str(result.best_cost),
+                "conflict": f"{-(-result.cost // result.best_cost)}-way",
                 "relative speed": f"{result.efficiency:.0%}",
             }
         return {

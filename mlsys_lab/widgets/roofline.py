@@ -5,11 +5,12 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
-from mlsys_lab.hardware import PRESETS, Hardware
+from mlsys_lab.hardware import H200, PRESETS, Hardware
 from mlsys_lab.roofline import (
     OPERATORS,
     attainable_flops,
     littles_law_sweeps,
+    loaded_latency,
     measured_hardware,
     measured_kernels,
     operator_cost,
@@ -19,9 +20,16 @@ from mlsys_lab.roofline import (
     throughput_with_inflight,
 )
 from mlsys_lab.units import format_seconds
-from mlsys_lab.widgets.base import Explorer, log_slider
+from mlsys_lab.widgets.base import Explorer
 
 INTENSITY_RANGE = (1 / 32, 8192.0)
+DATASHEET_FP32, DATASHEET_HBM = H200.peak("fp32"), H200.memory_bandwidth_bytes_per_s  # 67 TFLOP/s, 4.8 TB/s
+
+
+def _size_slider(description: str, value: int, high: int = 65536) -> widgets.FloatLogSlider:
+    """A log slider fine enough (0.1% a step) to land on every integer up to ~400, e.g. the batch of a crossing."""
+    return widgets.FloatLogSlider(value=value, base=10, min=0, max=float(np.log10(high)), step=0.001,
+                                  description=description, style={"description_width": "initial"})
 
 
 class RooflineExplorer(Explorer):
@@ -42,10 +50,16 @@ class RooflineExplorer(Explorer):
                 options=["fp32", "bf16", "fp16", "fp64"], value="fp32", description="dtype"
             ),
             "operator": widgets.Dropdown(options=list(OPERATORS), value="matmul", description="operator"),
-            "m": log_slider("m (rows / batch)", 4096, 1, 65536),
-            "n": log_slider("n (cols / d)", 4096, 1, 65536),
-            "k": log_slider("k (inner, matmul)", 4096, 1, 65536),
+            "m": _size_slider("m (rows / batch)", 4096),
+            "n": _size_slider("n (cols / d)", 4096),
+            "k": _size_slider("k (inner, matmul)", 4096),
         }
+
+    def _show_error(self, text: str) -> None:
+        """An error clears the readout: numbers of the previous choice must never stand beside it."""
+        self.result, self.readout = None, {}
+        self.readout_html.value = ""
+        return super()._show_error(text)
 
     def compute(self, hardware, dtype, operator, m, n, k):
         hw = self.hardware[hardware]
@@ -78,6 +92,7 @@ class RooflineExplorer(Explorer):
 
     def readout_of(self, result):
         return {
+            "sizes (m, n, k)": ", ".join(str(round(v)) for v in (self.values["m"], self.values["n"], self.values["k"])),
             "FLOP": f"{result.cost.flop:.3g}",
             "bytes moved (min)": f"{result.cost.n_bytes:.3g}",
             "intensity": f"{result.cost.intensity:.3g} FLOP/byte",
@@ -90,25 +105,16 @@ class RooflineExplorer(Explorer):
 
 # ------------------------------------------------------------------ figures of the recorded GPU run
 def plot_measured_roofline(ax, roofline_data: dict, memory_data: dict) -> None:
-    """Hierarchical roofline of the recorded GPU: HBM, L2 and shared-memory roofs, FP32 peaks, and
-    the course's kernels measured (filled) beside their HBM-roofline prediction (open)."""
+    """The recorded GPU's FP32 roofline against HBM traffic, with two kinds of ceiling: the datasheet's (dashed,
+    independent of any run) and the measured microbenchmarks' (solid: a copy kernel's bandwidth, cuBLAS's FP32
+    rate); the course's kernels measured (filled) beside their prediction on the measured roofs (open)."""
     gpu = measured_hardware(roofline_data)
-    peak = gpu.peak("fp32")
-    roofs = {
-        "HBM (copy)": (gpu.memory_bandwidth_bytes_per_s, "#4c72b0"),
-        "L2": (gpu.cache_bandwidth_bytes_per_s["L2"], "#55a868"),
-        "shared memory": (gpu.cache_bandwidth_bytes_per_s["shared"], "#8172b2"),
-    }
+    peak, bandwidth = gpu.peak("fp32"), gpu.memory_bandwidth_bytes_per_s
     x = np.geomspace(*INTENSITY_RANGE, 200)
-    for label, (bandwidth, color) in roofs.items():
-        ax.plot(
-            x,
-            attainable_flops(x, peak, bandwidth),
-            color=color,
-            lw=1.8,
-            label=f"{label} {bandwidth / 1e12:.3g} TB/s",
-        )
-    ax.axhline(67e12, color="0.5", ls="--", lw=1, label="FP32 datasheet 67 TFLOP/s")
+    ax.plot(x, attainable_flops(x, DATASHEET_FP32, DATASHEET_HBM), color="0.45", ls="--", lw=1.2,
+            label=f"datasheet: {DATASHEET_HBM / 1e12:.3g} TB/s, {DATASHEET_FP32 / 1e12:.0f} TFLOP/s")
+    ax.plot(x, attainable_flops(x, peak, bandwidth), color="#4c72b0", lw=1.8,
+            label=f"measured: copy {bandwidth / 1e12:.3g} TB/s, cuBLAS {peak / 1e12:.3g} TFLOP/s")
     points = measured_kernels(roofline_data, memory_data)
     colors = {True: "#c44e52", False: "#dd8452"}
     for point in points:
@@ -119,31 +125,20 @@ def plot_measured_roofline(ax, roofline_data: dict, memory_data: dict) -> None:
         ax.plot([intensity], [attainable], "o", mfc="none", color=colors[is_gemm], ms=8)
         label = point.name.removeprefix("sgemm ").removesuffix(" 16384x4096")
         if point.name.startswith("cuBLAS"):
-            ax.annotate(
-                label, (intensity, point.flop_per_s), xytext=(6, 8), textcoords="offset points", fontsize=6.5
-            )
+            ax.annotate(label, (intensity, point.flop_per_s), xytext=(6, 8), textcoords="offset points", fontsize=6.5)
         elif not is_gemm or label in ("naive", "smem", "grouped"):
-            ax.annotate(
-                label,
-                (intensity, point.flop_per_s),
-                xytext=(-6, 0),
-                textcoords="offset points",
-                ha="right",
-                va="center",
-                fontsize=6.5,
-            )
+            ax.annotate(label, (intensity, point.flop_per_s), xytext=(-6, 0), textcoords="offset points",
+                        ha="right", va="center", fontsize=6.5)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(*INTENSITY_RANGE)
     ax.set_ylim(1e10, 3e14)
-    ax.set_xlabel("arithmetic intensity (FLOP per HBM byte)")
+    ax.set_xlabel("arithmetic intensity (FLOP per HBM byte, minimum traffic)")
     ax.set_ylabel("FLOP/s")
-    ax.set_title(
-        f"{roofline_data['device']['name']} (FP32), measured {roofline_data['device']['date_utc'][:10]}",
-        fontsize=10,
-    )
+    device = roofline_data["device"]
+    ax.set_title(f"{device['name']} (FP32, HBM roof), measured {device['date_utc'][:10]}", fontsize=10)
     ax.plot([], [], "o", color="0.3", ms=5, label="kernel, measured")
-    ax.plot([], [], "o", mfc="none", color="0.3", ms=8, label="kernel, roofline prediction")
+    ax.plot([], [], "o", mfc="none", color="0.3", ms=8, label="kernel, roofline prediction (measured roofs)")
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="major", alpha=0.3)
 
@@ -160,9 +155,47 @@ def plot_littles_law(axes, roofline_data: dict) -> None:
             color="#c44e52",
             label="Little: min(peak, n / t)",
         )
+        if sweep.unit == "bytes/s":  # HBM: the law again with the latency under load, read off the sweep at its knee
+            loaded = loaded_latency(sweep.inflight, sweep.throughput)
+            ax.plot(grid, throughput_with_inflight(grid, loaded, sweep.peak), color="#55a868", ls="--",
+                    label=f"min(peak, n / t), loaded t = {loaded * 1e9:.0f} ns")
         ax.set_xscale("log")
         ax.set_title(sweep.label, fontsize=10)
         ax.set_xlabel("in flight" + (" (bytes)" if sweep.unit == "bytes/s" else " per SM"))
         ax.set_ylabel(sweep.unit)
         ax.set_xlim(sweep.inflight[order][0] / 1.5, sweep.inflight[order][-1] * 1.5)
         ax.legend(fontsize=7)
+
+
+def plot_tensor_core_roofline(ax, hardware, dots, provenance: str) -> None:
+    """The BF16 roofline of ``hardware`` (datasheet: dense tensor-core peak, HBM bandwidth) with the FP32 roof
+    beneath it, and measured tensor-core kernels (``memory_hierarchy.tensor_cores.roofline_dots``) on it:
+    the course's GEMMs labelled on the right of their column, attention kernels and cuBLAS on the left."""
+    x = np.geomspace(10, 2e4, 200)
+    bandwidth = hardware.memory_bandwidth_bytes_per_s
+    ax.plot(x, attainable_flops(x, hardware.peak("bf16"), bandwidth), color="#4c72b0", lw=1.8,
+            label=f"BF16 tensor cores: {hardware.peak('bf16') / 1e12:.0f} TFLOP/s, ridge "
+                  f"{hardware.ridge_point('bf16'):.0f} FLOP/B")
+    ax.plot(x, attainable_flops(x, hardware.peak("fp32"), bandwidth), color="0.5", ls="--", lw=1.2,
+            label=f"FP32 CUDA cores: {hardware.peak('fp32') / 1e12:.0f} TFLOP/s, ridge "
+                  f"{hardware.ridge_point('fp32'):.0f} FLOP/B")
+    for dot in dots:
+        attention = "attention" in dot.name or "SDPA" in dot.name
+        color = "0.3" if dot.vendor else ("#c44e52" if attention else "#dd8452")
+        ax.plot([dot.intensity], [dot.flop_per_s], "s" if dot.vendor else "o", color=color, ms=5)
+        label = dot.name.replace("flash attention, ", "yours, ").replace("SDPA flash, ", "SDPA, ")
+        left = attention or dot.vendor  # cuBLAS sits on wgmma's dot: its label goes the other way
+        ax.annotate(label, (dot.intensity, dot.flop_per_s), xytext=(-6 if left else 6, 0),
+                    textcoords="offset points", ha="right" if left else "left", va="center", fontsize=6.5)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(10, 2e4)
+    ax.set_ylim(3e13, 1.6e15)
+    ax.set_xlabel("arithmetic intensity (FLOP per HBM byte, minimum traffic)")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title(f"tensor-core kernels on the BF16 roofline ({provenance})", fontsize=10)
+    ax.plot([], [], "o", color="#dd8452", ms=5, label="the course's BF16 GEMM ladder (8192³)")
+    ax.plot([], [], "o", color="#c44e52", ms=5, label="the course's FlashAttention-2 (N = 4096, d = 128)")
+    ax.plot([], [], "s", color="0.3", ms=5, label="cuBLAS / PyTorch SDPA (yardsticks)")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(True, which="major", alpha=0.3)

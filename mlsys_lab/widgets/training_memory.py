@@ -28,7 +28,7 @@ class TrainingMemoryExplorer(Explorer):
 
     def make_controls(self):
         return {
-            "model": widgets.Dropdown(options=list(TRANSFORMER_SHAPES), value="Llama-2 7B shape",
+            "model": widgets.Dropdown(options=list(TRANSFORMER_SHAPES), value="Llama-2 7B",
                                       description="model"),
             "batch": slider("micro-batch", 1, 1, 64),
             "seq": widgets.Dropdown(options=[512, 1024, 2048, 4096, 8192, 16384], value=4096,
@@ -85,5 +85,9 @@ class TrainingMemoryExplorer(Explorer):
         for mode in RECOMPUTE:
             rows[f"activations, recompute {mode}"] = format_bytes(b[mode].activations)
         rows["total, no recompute"] = format_bytes(b["none"].total)
-        rows["H200s needed (memory only)"] = f"{int(np.ceil(b['none'].total / H200.memory_bytes))}"
+        # One replica's memory over one GPU's: the fewest H200s that could hold the step, and only if all of
+        # it (states and activations) were split evenly over them. With no sharding every GPU holds it all.
+        replica_gpus = int(np.ceil(b["none"].total / H200.memory_bytes))
+        rows[f"H200s one replica fills (total ÷ {H200.memory_bytes / 1e9:.0f} GB, split evenly)"] = f"{replica_gpus}"
+        rows["fits one H200 unsharded (every GPU holds everything)"] = "yes" if replica_gpus == 1 else "no"
         return rows

@@ -89,6 +89,35 @@ def test_hierarchical_allreduce_beats_flat_ring_across_nodes():
     assert two_level < flat
 
 
+def test_flat_ring_channels_hand_worked():
+    """8 nodes × 8 H200: 8 channels, one per 50 GB/s NIC, cross a node at 400 GB/s (under NVLink's 450)."""
+    args = dict(n_nodes=8, gpus_per_node=8, alpha_inter=10e-6, beta_inter=1 / 50e9)
+    one = cost.flat_ring_allreduce_time(2**30, **args)
+    eight = cost.flat_ring_allreduce_time(2**30, **args, n_channels=8, beta_intra=1 / 450e9)
+    assert one == pytest.approx(126 * 10e-6 + 2 * 63 / 64 * 2**30 / 50e9)  # the single-ring strawman
+    assert one == cost.allreduce_time("ring", 2**30, 64, 10e-6, 1 / 50e9)
+    assert eight == pytest.approx(126 * 10e-6 + 2 * 63 / 64 * 2**30 / 400e9)
+    # 16 channels would offer 800 GB/s, but every GPU's bytes still cross its NVLink: capped at 450 GB/s
+    sixteen = cost.flat_ring_allreduce_time(2**30, **args, n_channels=16, beta_intra=1 / 450e9)
+    assert sixteen == pytest.approx(126 * 10e-6 + 2 * 63 / 64 * 2**30 / 450e9)
+    # channels change the bandwidth term only: a tiny message costs the same 126 start-ups either way
+    assert cost.flat_ring_allreduce_time(0, **args, n_channels=8) == pytest.approx(126 * 10e-6)
+    with pytest.raises(ValueError, match="n_channels"):
+        cost.flat_ring_allreduce_time(1, **args, n_channels=0)
+
+
+def test_hierarchical_allreduce_shares_fewer_nics():
+    """g = 8 inter-node rings of n/8 on 2 NICs: each NIC carries 4 of them, the inter-node term ×4."""
+    args = dict(n_nodes=4, gpus_per_node=8, alpha_intra=0.0, beta_intra=1 / 450e9, alpha_inter=0.0,
+                beta_inter=1 / 50e9)
+    intra = 2 * 7 * 2**30 / 8 / 450e9
+    inter = 2 * 3 / 4 * 2**30 / 8 / 50e9
+    assert cost.hierarchical_allreduce_time(2**30, **args) == pytest.approx(intra + inter)
+    assert cost.hierarchical_allreduce_time(2**30, **args, nics_per_node=2) == pytest.approx(intra + 4 * inter)
+    with pytest.raises(ValueError, match="nics_per_node"):
+        cost.hierarchical_allreduce_time(1, **args, nics_per_node=9)
+
+
 def test_hierarchical_alltoall_cuts_inter_node_startups():
     """Small messages: start-ups dominate; the two-level scheme pays N−1 instead of P−g across nodes."""
     args = dict(

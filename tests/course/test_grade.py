@@ -275,3 +275,33 @@ def test_graded_notebook_takes_checks_from_the_reference():
     n_other_exercises = len(reference.exercises) - 1  # not read by this stub, so left out
     assert len(everything) == 1 + n_code_before - n_other_exercises + 2
     assert len(sliced) < len(everything)
+
+
+def test_oversubscribed_jobs_give_the_same_verdicts(graded, tmp_path):
+    """Three gradings per core (``--jobs`` 3 x the cores: a loaded machine): does every submission keep its
+    verdicts, exercise by exercise? Neither kernel start-up nor a share of a core is the learner's doing."""
+    from mlsys_lab.course.grade import default_jobs
+
+    paths, by_name, _ = graded
+    # right, half right, wrong off the visible example, chatty, an endless loop, a crash: each verdict kind
+    chosen = {name: paths[name] for name in ("reference", "half", "fits_example", "chatty", "loop", "crash")}
+    out = io.StringIO()
+    with redirect_stdout(out):
+        reference = paths["reference"].parents[1] / LESSON.name  # the fixture's copy of the lesson
+        code = main(["grade", *map(str, chosen.values()), "--reference", str(reference), "--json",
+                     "--timeout", str(TIMEOUT_S), "--jobs", str(3 * default_jobs())])
+    assert code == 0
+    loaded = {Path(r["submission"]).stem: r for r in map(json.loads, out.getvalue().splitlines())}
+    assert set(loaded) == set(chosen)
+    for name in chosen:
+        result = by_name[name]
+        verdicts = {k: v["passed"] for k, v in result["exercises"].items()}
+        assert {k: v["passed"] for k, v in loaded[name]["exercises"].items()} == verdicts, name
+
+
+def test_cell_timeout_stretches_only_past_one_job_per_core():
+    from mlsys_lab.course.grade import cell_timeout, default_jobs
+
+    cores = default_jobs()
+    assert cell_timeout(30, 1) == 30 and cell_timeout(30, cores) == 30
+    assert cell_timeout(30, 3 * cores) == 90

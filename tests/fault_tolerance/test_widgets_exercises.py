@@ -52,15 +52,21 @@ def test_interval_and_goodput_checks():
 def test_crash_safe_writer_check_kills_mid_write():
     assert verdict(ex.check_crash_safe_writer, write_atomic) == "✓ crash_safe_writer: 8/8 cases"
 
-    def in_place_with_ceremony(path, chunks):  # fsyncs and "renames", but writes over the old file
+    def in_place_with_ceremony(path, chunks):
+        """Every durability step a complete write is checked for (fsync, rename, folder fsync), but the bytes
+        go over the old file: only a kill mid-write can tell it from the atomic writer."""
         write_in_place(path, chunks)
         with open(path, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(path, Path(path))
+        folder = os.open(Path(path).parent, os.O_RDONLY)
+        os.fsync(folder)
+        os.close(folder)
 
     line = verdict(ex.check_crash_safe_writer, in_place_with_ceremony)
-    assert line.startswith("✗") and "killed after" in line
-    assert verdict(ex.check_crash_safe_writer, write_in_place).startswith("✗")
+    assert line.startswith("✗") and "SIGKILL after chunk" in line, line  # passed every complete write
+    assert "killed after" in line and ", not the old " in line, line  # rejected for the torn checkpoint
+    assert "no os.replace" in verdict(ex.check_crash_safe_writer, write_in_place)
 
     def todo(path, chunks):
         raise NotImplementedError()

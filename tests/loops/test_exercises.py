@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from mlsys_lab.exercises.loops import check_legal_orders, check_misses_per_iteration
+import numpy as np
+
+from mlsys_lab.exercises.loops import (
+    SPEED_N,
+    SPEEDUP_REQUIRED,
+    check_legal_orders,
+    check_misses_per_iteration,
+    check_transformation_legal,
+    speedup_over_naive,
+    transformation_answer,
+)
 from mlsys_lab.loops import legal_orders, misses_per_iteration
+from mlsys_lab.loops.matmul import matmul_atb_naive
 
 
 def stub(*_args):
@@ -15,7 +26,7 @@ def test_legal_orders_check(capsys):
     check_legal_orders(lambda vectors: [tuple(range(len(vectors[0])))])  # only the original order: wrong
     check_legal_orders(stub)
     right, wrong, todo = capsys.readouterr().out.splitlines()
-    assert right.startswith("✓ legal_orders: 15/15")
+    assert right == "✓ legal_orders: 16/16 cases"
     assert wrong.startswith("✗ legal_orders: case 1")
     assert todo == "… legal_orders: not attempted yet"
 
@@ -24,5 +35,30 @@ def test_misses_check(capsys):
     check_misses_per_iteration(lambda order, per_line: misses_per_iteration(order, per_line)["total"])
     check_misses_per_iteration(lambda order, per_line: 1.0)
     right, wrong = capsys.readouterr().out.splitlines()
-    assert right.startswith("✓ misses_per_iteration: 12/12")
+    assert right == "✓ misses_per_iteration: 14/14 cases"
     assert wrong.startswith("✗ misses_per_iteration")
+
+
+def test_transformation_check(capsys):
+    check_transformation_legal(transformation_answer)
+    check_transformation_legal(lambda vectors, matrix: (True, []))
+    check_transformation_legal(stub)
+    right, wrong, todo = capsys.readouterr().out.splitlines()
+    assert right == "✓ transformation_legal: 17/17 cases"
+    assert wrong.startswith("✗ transformation_legal: case 1")
+    assert todo == "… transformation_legal: not attempted yet"
+
+
+def test_the_naive_nest_timed_against_itself_is_not_fast_enough():
+    g = np.random.default_rng(0)
+    a, b = g.standard_normal((SPEED_N, SPEED_N)), g.standard_normal((SPEED_N, SPEED_N))
+    calls = []
+
+    def naive(a, b, out, tile):
+        calls.append(tile)
+        return matmul_atb_naive(a, b, out)
+
+    ratio, first = speedup_over_naive(naive, (a, b, np.empty((SPEED_N, SPEED_N)), 32))
+    assert ratio < SPEEDUP_REQUIRED
+    assert 3 <= len(calls) <= 9  # at least three rounds, at most nine
+    assert np.array_equal(first, matmul_atb_naive(a, b, np.empty((SPEED_N, SPEED_N))))

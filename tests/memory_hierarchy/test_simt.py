@@ -81,7 +81,27 @@ def test_warp_access_in_either_space():
     access = simt.warp_access(simt.SPACES[1], 2, 0, 4)  # even words only: 2 per bank
     assert access.cost == 2 and access.efficiency == 0.5
     assert sorted(set(access.slots.tolist())) == list(range(0, 32, 2))
-    with pytest.raises(ValueError, match="element_bytes must be 4"):
-        simt.warp_access(simt.SPACES[1], 1, 0, 8)
+    wide = simt.warp_access(simt.SPACES[1], 1, 0, 8)  # float2 per lane: 256 bytes, 2 passes, the fewest
+    assert wide.cost == 2 and wide.best_cost == 2 and wide.efficiency == 1.0
     with pytest.raises(ValueError, match="space must be one of"):
         simt.warp_access("texture", 1, 0, 4)
+
+
+def test_wide_shared_accesses_by_hand():
+    """float4 tile[lane]: banks 4L..4L+3, each bank asked for 4 words (lanes L, L+8, L+16, L+24): 4 passes."""
+    lane = simt.lanes()
+    assert simt.shared_passes(lane * 16, 16)[0] == 4
+    assert simt.shared_passes(lane * 8, 8)[0] == 2
+    assert simt.shared_passes(lane * 32, 16)[0] == 8  # float4 at stride 2: banks 0-3, 8-11, ... 8 words each
+    assert simt.shared_passes(np.zeros(32, dtype=int), 16)[0] == 1  # broadcast: 4 words, one per bank
+    assert simt.shared_passes((lane % 8) * 16, 16)[0] == 1  # 8 distinct float4s cover the 32 banks once
+    with pytest.raises(ValueError, match="multiples of access_bytes"):
+        simt.shared_passes(lane * 4 + 4, 8)
+    with pytest.raises(ValueError, match="access_bytes"):
+        simt.shared_passes(lane * 4, 2)
+
+
+def test_broadcast_is_the_cheapest_global_request():
+    assert simt.sectors_per_request(simt.strided_addresses(0))[0] == 1
+    assert simt.coalescing_efficiency(simt.strided_addresses(0))[0] == 1.0
+    assert simt.coalescing_efficiency(simt.strided_addresses(2))[0] == 0.5  # 4 sectors of data in 8

@@ -17,7 +17,12 @@ def test_explorer_counts_sectors_and_passes():
     assert explorer.readout["conflict"] == "1-way"
 
 
-def test_explorer_rejects_wide_elements_in_shared_memory():
+def test_explorer_counts_wide_shared_accesses_and_broadcasts():
+    """float4 tile[lane]: 4 passes, the fewest 512 bytes take; stride 2 doubles them; a broadcast is 1 pass."""
     explorer = WarpAccessExplorer()
-    explorer.set(space=SPACES[1], element_bytes=16)
-    assert "element_bytes must be 4 for shared memory" in explorer.error
+    explorer.set(space=SPACES[1], element_bytes=16, stride=1)
+    assert explorer.readout["passes (wavefronts)"] == "4" and explorer.readout["conflict"] == "1-way"
+    explorer.set(stride=2)
+    assert explorer.readout["passes (wavefronts)"] == "8" and explorer.readout["conflict"] == "2-way"
+    explorer.set(stride=0)
+    assert explorer.readout["passes (wavefronts)"] == "1" and explorer.readout["relative speed"] == "100%"

@@ -50,3 +50,17 @@ def test_layers_must_divide_over_stages(block_problem, block_config):
     blocks, x, t = block_problem(9)
     with pytest.raises(ValueError, match="must divide the number of layers"):
         pipeline_loss_and_grads(x, t, blocks, block_config.head_dim, 4, 4)
+
+
+def test_simulate_ops_runs_any_order_and_reports_deadlock():
+    from mlsys_lab.parallelism.pp import Op, schedule_ops, simulate_ops, simulate_schedule, stashed_peak
+
+    orders = schedule_ops(3, 5, "1f1b")
+    assert simulate_ops(orders) == simulate_schedule(3, 5, "1f1b")
+    assert max(e.end for e in simulate_ops(orders)) == (5 + 3 - 1) * 3.0      # (m + p − 1)(t_f + t_b)
+    assert [stashed_peak(ops) for ops in orders] == [3, 2, 1]                 # p − d
+    gpipe = [[Op("F", i) for i in range(5)] + [Op("B", i) for i in range(5)]] * 3
+    assert stashed_peak(gpipe[0]) == 5
+    backward_first = [[Op("B", 0), Op("F", 0)], [Op("F", 0), Op("B", 0)]]
+    with pytest.raises(RuntimeError, match="deadlocked"):
+        simulate_ops(backward_first)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 from mlsys_lab.exercises import evaluate
 from mlsys_lab.exercises import parallelism as ex
-from mlsys_lab.parallelism import comm
-from mlsys_lab.parallelism.model import mlp
 from mlsys_lab.widgets.parallelism import (
     DDPOverlapExplorer,
     PipelineExplorer,
@@ -49,36 +50,22 @@ def test_planner_and_ddp_explorers_run_and_fail_politely():
     assert float(ddp.readout["exposed comm"].split()[0]) > hidden
 
 
-def _zero_memory(n_params, n_gpus, stage):
-    return n_params * (2 / (n_gpus if stage >= 3 else 1) + 2 / (n_gpus if stage >= 2 else 1)
-                       + 12 / (n_gpus if stage >= 1 else 1))
+def _catalogues() -> list:
+    """The wrong-answer catalogues of ``test_exercise_catalogue.py`` (loaded by path: not a package)."""
+    spec = importlib.util.spec_from_file_location("parallelism_catalogue",
+                                                  Path(__file__).with_name("test_exercise_catalogue.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CATALOGUES
 
 
-def _microbatches(n_stages, max_bubble, schedule, n_chunks):
-    step = n_stages if schedule == "interleaved" else 1
-    m = step
-    while (n_stages - 1) / (n_chunks * m + n_stages - 1) > max_bubble:
-        m += step
-    return m
+CATALOGUES = _catalogues()
 
 
-def _tp_mlp(x, w1, w2, n_ranks, log):
-    w1s, w2s = comm.partition(w1, n_ranks, axis=1), comm.partition(w2, n_ranks, axis=0)
-    return comm.all_reduce([mlp(x, w1s[r], w2s[r])[0] for r in range(n_ranks)], log)
-
-
-def _tp_mlp_gathering(x, w1, w2, n_ranks, log):
-    comm.all_gather(comm.partition(w1, n_ranks, axis=1), axis=1, log=log)  # wastes the budget
-    return _tp_mlp(x, w1, w2, n_ranks, log)
-
-
-@pytest.mark.parametrize("name,good,bad", [
-    ("zero_memory", _zero_memory, lambda n, g, s: 16 * n / g),
-    ("microbatches_for_bubble", _microbatches, lambda *a: _microbatches(*a) + 1),
-    ("tp_mlp", _tp_mlp, _tp_mlp_gathering),
-])
-def test_checks_pass_right_answers_and_catch_wrong_ones(name, good, bad, capsys):
+@pytest.mark.parametrize("catalogue", CATALOGUES, ids=[c.name for c in CATALOGUES])
+def test_checks_pass_right_answers_and_catch_wrong_ones(catalogue, capsys):
     """Does each check accept a solution, reject a plausible mistake, and say 'not attempted'?"""
+    name, good, bad = catalogue.name, catalogue.reference, next(iter(catalogue.wrong.values()))
     checker = getattr(ex, f"check_{name}")
     checker(good)
     checker(bad)
@@ -93,5 +80,5 @@ def test_checks_pass_right_answers_and_catch_wrong_ones(name, good, bad, capsys)
 
 
 def test_evaluate_reports_case_counts():
-    verdict = evaluate("zero_memory", _zero_memory, [])
+    verdict = evaluate("zero_memory", CATALOGUES[0].reference, [])
     assert verdict.passed

@@ -3,6 +3,7 @@
 import pytest
 
 from mlsys_lab.peft.accounting import (
+    ADAPTER_PAPER_GPT3,
     GPT3_175B,
     LLAMA_65B,
     LORA_PAPER_GPT3,
@@ -24,6 +25,14 @@ def test_lora_counts_reproduce_the_papers_gpt3_rows(rank, targets):
     paper = LORA_PAPER_GPT3[(rank, targets)]
     # the paper prints 4.7M, 37.7M and "roughly 18M"
     assert got == pytest.approx(paper, rel=0.05)
+
+
+@pytest.mark.parametrize("bottleneck", list(ADAPTER_PAPER_GPT3))
+def test_adapter_counts_reproduce_the_lora_papers_table_4(bottleneck):
+    """Adapter^H on GPT-3: 96 layers × 2 adapters × (2·r·12288 + r + 12288) = 7.08M (r = 1), 40.11M (r = 8)."""
+    got = adapter_params(12288, 96, bottleneck)
+    assert got == 96 * 2 * (2 * bottleneck * 12288 + bottleneck + 12288)
+    assert round(got / 1e6, 1) == ADAPTER_PAPER_GPT3[bottleneck] / 1e6  # the paper prints one decimal
 
 
 def test_square_count_by_hand():

@@ -26,3 +26,23 @@ def test_recorded_sweeps_stay_under_their_peak():
         assert sweep.latency > 0 and sweep.peak > 0
         assert (sweep.throughput <= sweep.peak * 1.05).all()
         assert sweep.predicted.shape == sweep.inflight.shape and (sweep.predicted <= sweep.peak).all()
+
+
+def test_loaded_latency_by_hand():
+    # best 4e12; 90% = 3.6e12 first reached (fewest in flight) at 4 MB, 3.8e12 B/s: t = 1.0526 us
+    assert littles_law.loaded_latency([8e6, 1e6, 4e6], [4e12, 1.5e12, 3.8e12], 0.9) == pytest.approx(4e6 / 3.8e12)
+    # fraction 1: the best point itself
+    assert littles_law.loaded_latency([8e6, 1e6, 4e6], [4e12, 1.5e12, 3.8e12], 1.0) == pytest.approx(2e-6)
+    with pytest.raises(ValueError, match="fraction"):
+        littles_law.loaded_latency([1.0], [1.0], 0)
+    with pytest.raises(ValueError, match="same length"):
+        littles_law.loaded_latency([1.0, 2.0], [1.0], 0.9)
+
+
+def test_the_recorded_hbm_sweep_is_loaded_about_three_times_the_idle_latency():
+    data = records.load("roofline_h200")
+    hbm = littles_law.littles_law_sweeps(data)[0]
+    loaded = littles_law.loaded_latency(hbm.inflight, hbm.throughput, 0.95)
+    # the knee: 2 loads x 512 blocks x 256 threads x 16 B = 4 MiB in flight at 3.68 TB/s -> 1.14 us
+    assert loaded == pytest.approx(4194304 / 3.684e12, rel=2e-3)
+    assert 2.5 < loaded / data["littles_law"]["chase_hbm"]["latency_s"] < 4

@@ -17,13 +17,13 @@ def test_tensor_bytes_check(capsys):
     def right(shape, dtype):
         return math.prod(shape) * BYTES_PER_DTYPE[dtype]
 
-    assert verdict(capsys, check_tensor_bytes, right) == "✓ tensor_bytes: 12/12 cases"
+    assert verdict(capsys, check_tensor_bytes, right) == "✓ tensor_bytes: 22/22 cases"
     assert verdict(capsys, check_tensor_bytes, lambda shape, dtype: math.prod(shape)).startswith("✗")  # elements
     assert verdict(capsys, check_tensor_bytes, lambda shape, dtype: sum(shape) * 4).startswith("✗")
 
 
 def test_add_intensity_check(capsys):
-    assert verdict(capsys, check_add_intensity, lambda n, b: n / (3 * n * b)) == "✓ add_intensity: 9/9 cases"
+    assert verdict(capsys, check_add_intensity, lambda n, b: n / (3 * n * b)) == "✓ add_intensity: 13/13 cases"
     forgot_the_write = lambda n, b: n / (2 * n * b)  # noqa: E731
     assert verdict(capsys, check_add_intensity, forgot_the_write).startswith("✗")
 

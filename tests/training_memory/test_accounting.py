@@ -45,9 +45,26 @@ def test_transformer_params_match_the_published_sizes():
     assert TRANSFORMER_SHAPES["GPT-3 175B"].n_params == pytest.approx(175e9, rel=0.01)
     assert TRANSFORMER_SHAPES["GPT-2 XL (1.5B)"].n_params == pytest.approx(1.56e9, rel=0.01)
     assert transformer_params(1, 2, 3) == 12 * 4 + 13 * 2 + 6
-    shape = TRANSFORMER_SHAPES["Llama-2 7B shape"]
+    shape = TRANSFORMER_SHAPES["Llama-2 7B"]
     full = transformer_training_bytes(shape, 1, 4096, "mixed", "adam", "full")
     assert full.activations == 32 * 2 * 4096 * 4096 and full.total == 16 * shape.n_params + full.activations
+
+
+def test_llama_2_shapes_count_the_released_parameters():
+    """Llama-2 7B: L(4h² + 3hf + 2h) + h + 2Vh with h = 4096, f = 11008, V = 32000, L = 32: 6,738,415,616."""
+    seven = TRANSFORMER_SHAPES["Llama-2 7B"]
+    h, f, v, n_layers = 4096, 11008, 32000, 32
+    assert seven.n_params == n_layers * (4 * h * h + 3 * h * f + 2 * h) + h + 2 * v * h == 6_738_415_616
+    assert TRANSFORMER_SHAPES["Llama-2 13B"].n_params == 13_015_864_320
+    # the GPT convention on the same sizes (a 4h GELU MLP, biases, tied embedding) undercounts by 2.4%
+    gpt_like = TransformerShape("4h", n_layers, h, 32, v)
+    assert gpt_like.n_params == 12 * n_layers * h * h + 13 * n_layers * h + v * h
+    assert gpt_like.n_params / seven.n_params == pytest.approx(0.976, abs=1e-3)
+    tiny = TransformerShape("tiny", 1, 2, 1, 3, d_ff=5, n_mlp_matrices=3, biases=False, norm="rmsnorm",
+                            tied_embeddings=False)
+    assert tiny.n_params == (4 * 4 + 3 * 10) + 2 * 2 + 2 + 2 * 3 * 2
+    with pytest.raises(ValueError, match="norm"):
+        TransformerShape("bad", 1, 2, 1, 3, norm="batchnorm")
 
 
 def test_one_shape_class_counts_both_ways_by_hand():

@@ -4,6 +4,7 @@ import numpy as np
 
 from mlsys_lab.exercises import training_memory as ex
 from mlsys_lab.training_memory.accounting import TRANSFORMER_SHAPES, transformer_training_bytes
+from mlsys_lab.training_memory.diff_modes import numerical_gradient
 from mlsys_lab.widgets.training_memory import TrainingMemoryExplorer
 
 
@@ -16,6 +17,29 @@ def test_explorer_readout_and_error():
     assert explorer.readout["bytes per parameter (states)"] == "8"
     heights = sum(bar[0].get_height() for bar in explorer.bars.values())
     assert np.isclose(heights, expected.total / 1e9)
+
+
+def test_reference_layer_norm_backward_matches_central_differences():
+    g = np.random.default_rng(3)
+    for rows, cols in [(1, 4), (3, 5), (6, 9)]:
+        x, grad_out = g.normal(size=(rows, cols)) * 2 + 1, g.normal(size=(rows, cols))
+
+        def loss(x_, grad_out=grad_out):
+            mu = x_.mean(axis=1, keepdims=True)
+            return float(((x_ - mu) / np.sqrt(x_.var(axis=1, keepdims=True) + 1e-5) * grad_out).sum())
+
+        numeric = numerical_gradient(loss, x, step=1e-5)
+        assert np.allclose(ex.reference_layer_norm_backward(x, grad_out), numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_layer_norm_backward_hand_worked_example():
+    # x = [1, 2, 3, 4]: μ = 2.5, var = 1.25, σ = √(1.25 + eps); g = [1, 0, 0, 0]: mean(g) = 1/4, y₀ = −1.5/σ,
+    # mean(g·y) = y₀/4, so dx = (g − 1/4 − y·y₀/4)/σ
+    x, grad_out = np.array([[1.0, 2.0, 3.0, 4.0]]), np.array([[1.0, 0.0, 0.0, 0.0]])
+    sigma = np.sqrt(1.25 + 1e-5)
+    y = (x - 2.5) / sigma
+    expected = (grad_out - 0.25 - y * y[0, 0] / 4) / sigma
+    assert np.allclose(ex.reference_layer_norm_backward(x, grad_out), expected, rtol=1e-12)
 
 
 def _capture(check, fn, capsys):
@@ -34,6 +58,7 @@ def test_checks_pass_the_reference_and_fail_wrong_answers(capsys):
         q_max = 2 ** (bits - 1) - 1
         groups = w.reshape(w.shape[0], -1, group)
         scale = np.abs(groups).max(axis=2, keepdims=True) / q_max
+        scale = np.where(scale == 0, 1.0, scale)
         return (np.round(groups / scale) * scale).reshape(w.shape)
 
     def per_tensor(w, bits, group):

@@ -5,7 +5,9 @@
 * :mod:`.constant_memory`: broadcast vs serialized reads of ``__constant__`` coefficients (``constant.cu``);
 * :mod:`.local_memory`: register pressure and spills, and the ``ptxas -v`` report (``local.cu``);
 * :mod:`.fused`: one-pass row softmax, a fused SiLU chain, a two-stage sum at copy bandwidth (``fused.cu``);
-* :mod:`.sgemm`: the SGEMM progression, C = A @ B in FP32, naive to warp-tiled (``sgemm.cu``).
+* :mod:`.sgemm`: the SGEMM progression, C = A @ B in FP32, naive to warp-tiled (``sgemm.cu``);
+* :mod:`.bf16_gemm`: the tensor-core ladder, C = A · Bᵀ in BF16, WMMA to Hopper wgmma + TMA (``bf16_gemm.cu``);
+* :mod:`.flash_attention`: a fused attention forward on tensor cores, FlashAttention-2 (``flash_attention.cu``).
 
 Every launcher takes and returns device arrays and raises :class:`~mlsys_lab.kernels.loader.GPUUnavailable` on a
 CPU; every NumPy reference beside it takes and returns NumPy arrays. The warp-level model that predicts what

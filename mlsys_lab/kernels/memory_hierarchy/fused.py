@@ -14,6 +14,7 @@ Launchers take and return device arrays and raise :class:`~mlsys_lab.kernels.loa
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -25,8 +26,14 @@ from mlsys_lab.validation import check_choice, check_divisible, check_int, check
 
 
 def _softmax_defines(x, threads: int, blocks: int, blocks_name: str, streaming: bool, max_vec: int) -> dict:
-    """Validate a softmax launch and return the kernel's compile-time settings (one row per block pass)."""
-    _rows, cols = x.shape
+    """Validate a softmax launch and return the kernel's compile-time settings (one row per block pass).
+
+    Cached per (cols, settings): a launcher's host work is time the GPU idles between calls."""
+    return _softmax_settings(x.shape[1], threads, blocks, blocks_name, bool(streaming), max_vec)
+
+
+@functools.lru_cache(maxsize=256)
+def _softmax_settings(cols: int, threads: int, blocks: int, blocks_name: str, streaming: bool, max_vec: int) -> dict:
     check_divisible("cols", cols, 4)
     threads = check_choice("threads", threads, (32, 64, 128, 256, 512, 1024))
     blocks = check_int(blocks_name, blocks, low=1, high=2048 // threads)

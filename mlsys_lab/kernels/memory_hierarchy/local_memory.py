@@ -17,7 +17,7 @@ import numpy as np
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.memory_hierarchy import THREADS
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_array, check_int
 
 
 def register_pressure(x, n_live: int = 64, iters: int = 64, max_registers: int | None = None):
@@ -41,7 +41,9 @@ def register_pressure_kernel(n_live: int = 64, max_registers: int | None = None)
 
 def register_pressure_reference(x: np.ndarray, n_live: int = 64, iters: int = 64) -> np.ndarray:
     """NumPy version: r[j] <- (r[j] + r[(j + 1) % n_live]) / 2 swept in order, ``iters`` times; sum(r)."""
-    x = np.asarray(x, dtype=np.float32)
+    x = np.asarray(check_array("x", x, ndim=1), dtype=np.float32)
+    check_int("n_live", n_live, low=1, high=4096)
+    check_int("iters", iters, low=0, high=10**5)
     r = x[:, None] * np.arange(1, n_live + 1, dtype=np.float32)  # (n, n_live)
     half = np.float32(0.5)
     for _ in range(iters):

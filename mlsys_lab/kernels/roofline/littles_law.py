@@ -12,7 +12,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
-from mlsys_lab.validation import check_int, check_number
+from mlsys_lab.validation import check_array, check_finite, check_int, check_number
 
 SOURCE = "roofline/littles_law.cu"
 MMA_FLOP = 2 * 16 * 8 * 16  # one mma.sync m16n8k16
@@ -21,7 +21,7 @@ MMA_FLOP = 2 * 16 * 8 * 16  # one mma.sync m16n8k16
 def chase_order(n_elements: int, seed: int = 0) -> np.ndarray:
     """next[] for one random cycle through all ``n_elements`` slots: next[order[i]] = order[i + 1]."""
     check_int("n_elements", n_elements, low=2, high=2**31)
-    order = np.random.default_rng(seed).permutation(n_elements).astype(np.uint32)
+    order = np.random.default_rng(check_int("seed", seed, low=0)).permutation(n_elements).astype(np.uint32)
     nxt = np.empty(n_elements, dtype=np.uint32)
     nxt[order] = np.roll(order, -1)
     return nxt
@@ -29,7 +29,11 @@ def chase_order(n_elements: int, seed: int = 0) -> np.ndarray:
 
 def chase_reference(nxt: np.ndarray, steps: int, start: int = 0) -> int:
     """Where ``steps`` hops from ``start`` end, following ``nxt`` on the CPU."""
-    j = start
+    nxt = check_array("nxt", nxt, ndim=1, kinds="iu")
+    if nxt.min() < 0 or nxt.max() >= nxt.size:
+        raise ValueError(f"nxt must hold indices into itself, in [0, {nxt.size - 1}]")
+    check_int("steps", steps, low=0, high=10**6)  # Python hops on the CPU: a million take about a second
+    j = check_int("start", start, low=0, high=nxt.size - 1)
     for _ in range(steps):
         j = int(nxt[j])
     return j
@@ -70,7 +74,9 @@ def read_inflight(x, blocks: int, threads: int, chains: int = 1):
 
 def inflight_covers(n4: int, blocks: int, threads: int, chains: int) -> bool:
     """Whether :func:`read_inflight` visits every float4: true when n4 is a multiple of the sweep width."""
-    return n4 % (blocks * threads * chains) == 0
+    for label, value in (("blocks", blocks), ("threads", threads), ("chains", chains)):
+        check_int(label, value, low=1)
+    return check_int("n4", n4, low=0) % (blocks * threads * chains) == 0
 
 
 def ffma_chains(blocks: int, threads: int, chains: int, iters: int, m: float = 0.999, c: float = 0.001):
@@ -88,6 +94,10 @@ def ffma_chains(blocks: int, threads: int, chains: int, iters: int, m: float = 0
 
 def ffma_reference(chains: int, iters: int, m: float = 0.999, c: float = 0.001) -> np.float32:
     """Sum over k < chains of the chain a <- fma(a, m, c) started at k, in float32 (fma rounded once)."""
+    check_int("chains", chains, low=1, high=64)
+    check_int("iters", iters, low=0, high=10**6)
+    check_finite("m", m)
+    check_finite("c", c)
     a = np.arange(chains, dtype=np.float64)
     for _ in range(iters):  # float64 then round: what fmaf computes (one rounding per step)
         a = (a * np.float32(m) + np.float32(c)).astype(np.float32).astype(np.float64)

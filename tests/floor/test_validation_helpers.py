@@ -1,0 +1,74 @@
+"""Do the array, flag and type checks (issue #19) name the parameter, and let good values through unchanged?"""
+
+import math
+
+import numpy as np
+import pytest
+
+from mlsys_lab.validation import check_array, check_bool, check_choice, check_positive, check_type
+
+
+def test_check_array_passes_a_good_array_through_unchanged():
+    x = np.arange(6.0).reshape(2, 3)
+    assert check_array("x", x, ndim=2, finite=True) is x
+    assert check_array("x", [1, 2, 3]).tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("value, error, text", [
+    ("ab", TypeError, r"x must be an array of numbers"),
+    (None, TypeError, r"x must be an array of numbers"),
+    ([[1], [1, 2]], TypeError, r"x must be an array of numbers; got list"),
+    (0, ValueError, r"x must have 1 dimensions; got shape \(\)"),
+    (np.ones((3, 5)), ValueError, r"x must have 1 dimensions; got shape \(3, 5\)"),
+    (np.empty(0), ValueError, r"x must have at least 1 element"),
+    (np.array([1.0, math.nan]), ValueError, r"x must hold finite numbers"),
+    (np.array([1.0, math.inf]), ValueError, r"x must hold finite numbers"),
+])
+def test_check_array_rejects_with_the_name(value, error, text):
+    with pytest.raises(error, match=text):
+        check_array("x", value, ndim=1, finite=True)
+
+
+def test_check_bool_wants_a_flag_not_a_number():
+    assert check_bool("causal", np.bool_(True)) is True
+    for value in (0, 1, "yes", None):
+        with pytest.raises(TypeError, match=r"causal must be True or False"):
+            check_bool("causal", value)
+
+
+def test_check_type_names_the_parameter_and_the_type():
+    assert check_type("g", np.random.default_rng(0), np.random.Generator)
+    with pytest.raises(TypeError, match=r"g must be a Generator; got int 0"):
+        check_type("g", 0, np.random.Generator)
+    with pytest.raises(TypeError, match=r"n must be a int"):
+        check_type("n", True, int)  # True is an int to Python, not a count
+
+
+@pytest.mark.parametrize("value", [np.empty(0), np.ones(3), [], ["ring"], None])
+def test_check_choice_rejects_arrays_and_unhashables_by_name(value):
+    with pytest.raises(ValueError, match=r"algorithm must be one of 'ring', 'tree'"):
+        check_choice("algorithm", value, {"ring": 1, "tree": 2})
+
+
+def test_check_choice_accepts_numpy_scalars():
+    assert check_choice("d", np.int64(64), (64, 128)) == 64
+
+
+def test_check_positive_is_finite_unless_told():
+    with pytest.raises(ValueError, match=r"mttf must be a finite number > 0; got inf"):
+        check_positive("mttf", math.inf)
+    assert check_positive("timeout_s", math.inf, finite=False) == math.inf
+
+
+def test_hardware_records_check_their_fields():
+    from mlsys_lab.hardware import H200, Hardware, links_of, transfer_seconds
+
+    with pytest.raises(TypeError, match=r"name must be a str"):
+        Hardware(name=0, peak_flop_per_s={"fp32": 1e12}, memory_bandwidth_bytes_per_s=1e11, memory_bytes=1e9)
+    with pytest.raises(ValueError, match=r"interconnect_bytes_per_s\['nvlink'\] must be a number > 0"):
+        Hardware("toy", {"fp32": 1e12}, 1e11, 1e9, interconnect_bytes_per_s={"nvlink": -1.0})
+    with pytest.raises(ValueError, match=r"latency_s must be a finite number"):
+        transfer_seconds(1e9, 1e9, latency_s=math.inf)
+    with pytest.raises(TypeError, match=r"hw must be a Hardware"):
+        links_of(0)
+    assert Hardware("unknown capacity", {"fp32": 1e12}, 1e11, math.nan).memory_bytes != H200.memory_bytes
