@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlsys_lab.backend import module_of, xp
-from mlsys_lab.validation import check_int, check_positive
+from mlsys_lab.validation import check_array, check_finite, check_int, check_number, check_positive, check_type
 
 Params = dict  # name -> xp array
 GELU_C = math.sqrt(2.0 / math.pi)  # √(2/π), the tanh approximation's constant
@@ -24,11 +24,19 @@ GELU_C = math.sqrt(2.0 / math.pi)  # √(2/π), the tanh approximation's constan
 
 def init_normal(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> object:
     """An ``xp`` float32 array of N(0, std²) samples drawn from a NumPy generator (same on both backends)."""
+    check_type("rng", rng, np.random.Generator)
+    check_finite("std", std, low=0.0)
+    sizes = (shape,) if isinstance(shape, int) else check_type("shape", shape, (tuple, list))
+    if np.prod([check_int("shape", size, low=0) for size in sizes], dtype=float) > 2**31:
+        raise ValueError(f"shape must hold at most 2**31 values; got {tuple(sizes)}")
     return xp.asarray(rng.normal(0.0, std, size=shape).astype(np.float32))
 
 
 def softmax(logits, axis: int = -1):
     """Numerically stable softmax: exp(z - max z) / Σ exp(z - max z)."""
+    if check_array("logits", logits, kinds="fiu").ndim == 0:
+        raise ValueError("logits must be an array of at least 1 dimension; got a scalar")
+    check_int("axis", axis, low=-logits.ndim, high=logits.ndim - 1)
     shifted = logits - logits.max(axis=axis, keepdims=True)
     e = module_of(logits).exp(shifted)  # NumPy input stays NumPy in a GPU session
     return e / e.sum(axis=axis, keepdims=True)
@@ -51,6 +59,9 @@ def cross_entropy(logits, labels) -> tuple[float, object]:
 
 def mse_loss(prediction, target) -> tuple[float, object]:
     """L = ½ · mean((ŷ − y)²) over every element, and dL/dŷ = (ŷ − y) / N (N: number of elements)."""
+    shape = check_array("prediction", prediction, kinds="fiu").shape
+    if (got := check_array("target", target, kinds="fiu").shape) != shape:  # broadcasting: a wrong mean
+        raise ValueError(f"target must have the shape of prediction {tuple(shape)}; got {tuple(got)}")
     diff = prediction - target
     return float(0.5 * (diff * diff).mean()), diff / diff.size
 
@@ -68,6 +79,9 @@ def gelu_grad(x):
 
 def accuracy(logits, labels) -> float:
     """Fraction of rows whose largest logit is the label."""
+    check_array("logits", logits, ndim=(1, 2), kinds="fiu")
+    if check_array("labels", labels, kinds="iu", min_size=0).shape != logits.shape[:-1]:
+        raise ValueError(f"labels must have shape {logits.shape[:-1]}, one per row of logits; got {labels.shape}")
     return float((logits.argmax(axis=-1) == labels).mean())
 
 
@@ -79,6 +93,10 @@ class SGD:
 
     lr: float = 0.1
     trainable: tuple[str, ...] | None = None  # None: every name in ``grads``
+
+    def __post_init__(self) -> None:
+        check_positive("lr", self.lr)
+        _check_trainable(self.trainable)
 
     def step(self, params: Params, grads: Params) -> None:
         for name in self.trainable or tuple(grads):
@@ -114,6 +132,13 @@ class Adam:
 
     def __post_init__(self) -> None:
         check_positive("lr", self.lr)
+        _check_trainable(self.trainable)
+        for name in ("beta1", "beta2"):
+            check_number(name, getattr(self, name), low=0.0, high=1.0, high_inclusive=False)
+        check_positive("eps", self.eps)
+        check_int("step_count", self.step_count, low=0)
+        check_type("m", self.m, dict)
+        check_type("v", self.v, dict)
 
     def step(self, params: Params, grads: Params) -> None:
         self.step_count += 1
@@ -143,6 +168,12 @@ class Adam:
         return sum(int(self.m[name].nbytes + self.v[name].nbytes) for name in self.m)
 
 
+def _check_trainable(trainable) -> None:
+    if trainable is not None and (not isinstance(trainable, (tuple, list))
+                                  or not all(isinstance(name, str) for name in trainable)):
+        raise TypeError(f"trainable must be None or a tuple of parameter names; got {trainable!r:.60}")
+
+
 def n_values(params: Params, names) -> int:
     """How many numbers the named parameters hold."""
     return sum(int(params[name].size) for name in names)
@@ -150,7 +181,12 @@ def n_values(params: Params, names) -> int:
 
 def batches(n_items: int, batch_size: int, rng: np.random.Generator):
     """Yield index arrays of one shuffled epoch, ``batch_size`` at a time (last partial batch dropped)."""
+    check_int("n_items", n_items, low=1, high=2**31)
     check_int("batch_size", batch_size, low=1, high=n_items)
-    order = rng.permutation(n_items)
-    for start in range(0, n_items - batch_size + 1, batch_size):
+    check_type("rng", rng, np.random.Generator)
+    return _epoch(rng.permutation(n_items), batch_size)  # checked now, not at the first next()
+
+
+def _epoch(order, batch_size: int):
+    for start in range(0, order.size - batch_size + 1, batch_size):
         yield order[start:start + batch_size]

@@ -7,11 +7,15 @@ and decodes the answer as plain data; objects the check passes in (a simulated `
 function) stay here and the worker reaches them only through :meth:`LearnerFunction.serve_request`: public
 attributes and calls, nothing starting with ``_``. The verdict is the ``Verdict`` object the check
 computed in this process (:data:`mlsys_lab.exercises.VERDICT_SINK`), never text the worker printed.
+A check that times the learner's function asks :meth:`LearnerFunction.cpu_seconds_of`, which reads the
+worker's CPU clock from here (:func:`process_cpu_seconds`, by the pid nbval started), not a number the
+worker reports.
 """
 
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from types import ModuleType
 from typing import Any, Callable
@@ -66,11 +70,26 @@ def _learner_error(type_name: str, message: str, line: str = "") -> Exception:
     return error
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system, every thread) that process ``pid`` has used so far, read from outside it.
+
+    On Linux the process's own CPU clock (``clock_gettime`` of ``MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)``,
+    nanoseconds); elsewhere psutil's ``cpu_times`` (clock ticks), when it is installed.
+    """
+    if sys.platform.startswith("linux"):
+        return time.clock_gettime((~pid << 3) | 2)
+    import psutil  # not a dependency: timed checks need Linux or psutil when grading
+
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
 class LearnerFunction:
     """Stands for the learner's function in the grader: each call is answered by the worker."""
 
-    def __init__(self, sock: socket.socket, deadline: float, scratch_dir: str | None = None) -> None:
-        self.sock, self.deadline, self.scratch_dir = sock, deadline, scratch_dir
+    def __init__(self, sock: socket.socket, deadline: float, scratch_dir: str | None = None,
+                 pid: int | None = None) -> None:
+        self.sock, self.deadline, self.scratch_dir, self.pid = sock, deadline, scratch_dir, pid
         self.refs: list[Any] = []
         self.calls = 0
         self.broken = False  # the conversation went wrong: the kernel must not serve another exercise
@@ -150,6 +169,22 @@ class LearnerFunction:
             raise WorkerGone("the worker's writer report is not a list of lines")
         return lines
 
+    def cpu_seconds_of(self, args: tuple, repeat: int) -> tuple[float, Any]:
+        """(CPU seconds the worker spent on ``repeat`` calls ``fn(*args)``, the last call's result).
+
+        The arguments cross once, before the clock starts; the clock is the worker process's own, read here
+        before and after the one request that makes the calls (answered with no data); the result crosses
+        after. What a learner's code reports is never the time.
+        """
+        if self.pid is None:
+            raise WorkerGone("the grader does not know the worker's process, so it cannot time it")
+        self.calls += repeat
+        self.exchange({"op": "hold", "args": wire.encode(list(args), self._ref)})
+        start = process_cpu_seconds(self.pid)
+        self.exchange({"op": "repeat", "repeat": int(repeat)})
+        seconds = process_cpu_seconds(self.pid) - start
+        return seconds, self.exchange({"op": "last"})
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         return self.exchange({"op": "call", "args": wire.encode(list(args), self._ref),
@@ -157,9 +192,10 @@ class LearnerFunction:
 
 
 def run_check(sock: socket.socket, lesson: str, exercise: str, timeout_s: float,
-              scratch_dir: str | None = None) -> tuple[Any, str, list[str]]:
-    """Grade one exercise over ``sock``: (the check's Verdict or None, why there is none, library answers used)."""
-    verdict, why, used = _run_check(sock, lesson, exercise, timeout_s, scratch_dir)
+              scratch_dir: str | None = None, pid: int | None = None) -> tuple[Any, str, list[str]]:
+    """Grade one exercise over ``sock`` with the worker process ``pid``: (the check's Verdict or None, why
+    there is none, library answers used)."""
+    verdict, why, used = _run_check(sock, lesson, exercise, timeout_s, scratch_dir, pid)
     if verdict is None:  # end the conversation: a worker still waiting for requests gets EOF at once
         try:
             sock.shutdown(socket.SHUT_RDWR)
@@ -169,10 +205,10 @@ def run_check(sock: socket.socket, lesson: str, exercise: str, timeout_s: float,
 
 
 def _run_check(sock: socket.socket, lesson: str, exercise: str, timeout_s: float,
-               scratch_dir: str | None) -> tuple[Any, str, list[str]]:
+               scratch_dir: str | None, pid: int | None) -> tuple[Any, str, list[str]]:
     from mlsys_lab.exercises import VERDICT_SINK
 
-    proxy = LearnerFunction(sock, time.monotonic() + timeout_s, scratch_dir)
+    proxy = LearnerFunction(sock, time.monotonic() + timeout_s, scratch_dir, pid)
     try:
         hello = proxy.receive()
     except WorkerGone as exc:

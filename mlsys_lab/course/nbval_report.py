@@ -225,12 +225,15 @@ def _start_check(item: pytest.Item, serve: dict, limit_s: float) -> threading.Th
     from mlsys_lab.course.checks import run_check
 
     item.verdict = (None, "grading did not start", [])
-    sock = item.parent.kernel.km.grading_socket
+    manager = item.parent.kernel.km
+    sock = manager.grading_socket
+    process = getattr(getattr(manager, "provisioner", None), "process", None)  # the kernel we started
+    pid = getattr(process, "pid", None)
 
     def work() -> None:
         try:
             item.verdict = run_check(sock, serve["lesson"], serve["exercise"], limit_s,
-                                     str(item.path.parent))
+                                     str(item.path.parent), pid)
         except Exception as exc:  # a bug of ours must not pass anyone: record it
             item.verdict = (None, f"the grader failed: {type(exc).__name__}: {exc}", [])
 

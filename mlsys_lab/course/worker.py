@@ -26,8 +26,13 @@ Confinement, applied by :func:`main` before the kernel starts (so every thread a
   (start-up never counts). No file may be executed (Landlock grants no ``execve`` right).
 - An audit hook (:func:`sys.addaudithook`, which cannot be removed), armed by :func:`start_segment`,
   refuses child processes (fork, exec, spawn, subprocess, system), changing resource limits, signals to
-  other processes, loading native code through ctypes, and importing ``mlsys_lab.exercises``. An audit
-  hook is no sandbox on its own (CPython says so); the verdict does not depend on it.
+  other processes, loading native code through ctypes except numba's JIT (:func:`_native_code_allowed`),
+  and importing ``mlsys_lab.exercises``. An audit hook is no sandbox on its own (CPython says so; numba's
+  JIT is itself native code); the verdict does not depend on it.
+
+A timed check sends the arguments once (``hold``), has them used ``repeat`` times while the grader reads
+this process's CPU clock from outside, then fetches the last result (``last``; see ``cpu_seconds_of`` in
+:mod:`mlsys_lab.course.checks`).
 """
 
 from __future__ import annotations
@@ -64,9 +69,11 @@ LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
     "measure_on_roofline": ("mlsys_lab.roofline.model:place",),
     "legal_orders": ("mlsys_lab.loops.dependence:legal_orders",),
     "misses_per_iteration": ("mlsys_lab.loops.cache_model:misses_per_iteration",),
+    "transformation_legal": ("mlsys_lab.loops.dependence:apply_transformation",),
     "sectors": ("mlsys_lab.memory_hierarchy.simt:sectors_per_request",),
     "bank_passes": ("mlsys_lab.memory_hierarchy.simt:shared_passes",
                     "mlsys_lab.memory_hierarchy.simt:bank_conflict_degree"),
+    "grid_search": ("mlsys_lab.autotuning.search:factorial_grid",),
     "spearman": ("mlsys_lab.autotuning.stats:spearman",),
     "allreduce_time": ("mlsys_lab.collectives.cost:allreduce_time", "mlsys_lab.collectives.cost:collective_time"),
     "bus_bandwidth": ("mlsys_lab.collectives.cost:bus_bandwidth",),
@@ -78,7 +85,9 @@ LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
     "route_with_capacity": ("mlsys_lab.moe.gating:assign_with_capacity",),
     "aux_loss": ("mlsys_lab.moe.gating:load_balancing_loss",),
 }
-_armed = [False]
+# Packages whose own shared libraries ctypes may open while armed (numba's JIT loads llvmlite's LLVM).
+JIT_PACKAGES = ("llvmlite", "numba")
+_armed, _jit_folders = [False], []  # armed?; the JIT packages' folders, real paths ending in "/" (set by main)
 _session: list[socket.socket] = []
 
 
@@ -179,6 +188,7 @@ class _watching:
 
 def _answer(sock: socket.socket, fn: Callable, used: set[str]) -> None:
     """The serve loop: one reply per request of the grader, until it says it is done."""
+    held: dict[str, Any] = {}  # for timing: the arguments sent once ("hold") and the last result
     while True:
         message = wire.receive_message(sock)
         if message.get("op") == "done":
@@ -190,14 +200,35 @@ def _answer(sock: socket.socket, fn: Callable, used: set[str]) -> None:
                 value = _run_writer(fn, Path(str(message["path"])), chunks, message.get("pause_after"))
                 wire.send_message(sock, {"op": "result", "value": wire.encode(value)})
                 continue
+            if message.get("op") in ("hold", "repeat", "last"):
+                wire.send_message(sock, _timed_request(message, fn, held, used))
+                continue
             args = wire.decode(message["args"], _Remote)
             kwargs = wire.decode(message["kwargs"], _Remote)
             value = fn(*args, **kwargs)
             reply = {"op": "result", "value": wire.encode(value), "used": sorted(used)}
         except (Exception, SystemExit) as exc:  # the learner's function failed: the grader reports it
-            reply = {"op": "raised", "type": type(exc).__name__, "message": str(exc)[:500],
-                     "line": learner_line(exc), "used": sorted(used)}
+            reply = _raised(exc, used)
         wire.send_message(sock, reply)
+
+
+def _raised(exc: BaseException, used: set[str]) -> dict:
+    return {"op": "raised", "type": type(exc).__name__, "message": str(exc)[:500], "line": learner_line(exc),
+            "used": sorted(used)}
+
+
+def _timed_request(message: dict, fn: Callable, held: dict[str, Any], used: set[str]) -> dict:
+    """``hold``: keep the arguments; ``repeat``: call ``fn`` on them ``repeat`` times, answering no data (the
+    grader reads this process's CPU clock around it); ``last``: the last call's result."""
+    try:
+        if message["op"] == "hold":
+            held.update(args=wire.decode(message["args"], _Remote), last=None)
+        for _ in range(max(int(message["repeat"]), 1) if message["op"] == "repeat" else 0):
+            held["last"] = fn(*held["args"])
+        value = wire.encode(held["last"]) if message["op"] == "last" else None
+        return {"op": "result", "value": value, "used": sorted(used)}
+    except (Exception, SystemExit) as exc:  # as for a call: the grader reports the learner's error
+        return _raised(exc, used)
 
 
 def _run_writer(fn: Callable, path: Path, chunks: list[bytes], pause_after: int | None) -> list[str]:
@@ -229,10 +260,22 @@ def _run_writer(fn: Callable, path: Path, chunks: list[bytes], pause_after: int 
 
 # ---------------------------------------------------------------- limits per exercise
 
+def _native_code_allowed(event: str, args: tuple) -> bool:
+    """Is this ctypes event numba's JIT at work? ``ctypes.dlopen`` of a file inside the llvmlite or numba
+    package, ``ctypes.dlsym`` in a library so opened, or of ``_Py_HashSecret`` in the interpreter (numba
+    hashes as CPython does). Nothing else: no ``CDLL(None)`` (libc), no look-up by raw handle."""
+    if event == "ctypes.dlsym" and len(args) == 2:
+        if args[0] is ctypes.pythonapi:
+            return args[1] == "_Py_HashSecret"
+        args = (getattr(args[0], "_name", None),)
+    name = args[0] if event in ("ctypes.dlopen", "ctypes.dlsym") and args else None
+    return isinstance(name, (str, bytes)) and os.path.realpath(os.fsdecode(name)).startswith(tuple(_jit_folders))
+
+
 def _audit(event: str, args: tuple) -> None:
     if not _armed[0]:
         return
-    if event in REFUSED_EVENTS:
+    if event in REFUSED_EVENTS and not _native_code_allowed(event, args):
         raise PermissionError(f"{event} is not allowed while grading")
     if event in ("os.kill", "os.killpg", "signal.pthread_kill") and args and args[0] not in (0, os.getpid()):
         raise PermissionError("signals to other processes are not allowed while grading")
@@ -278,6 +321,15 @@ def readable_paths(workdir: str) -> list[tuple[str, bool]]:
     paths += [(os.path.join(package, name), False) for name in sorted(os.listdir(package)) if name != "exercises"]
     paths += [(workdir, True), ("/dev/null", True), ("/dev/urandom", False)]
     return paths
+
+
+def jit_folders() -> list[str]:
+    """The real paths (with a trailing separator) of the installed :data:`JIT_PACKAGES` (found, not imported)."""
+    from importlib.util import find_spec
+
+    specs = [find_spec(name) for name in JIT_PACKAGES]
+    return [os.path.join(os.path.realpath(folder), "") for spec in specs if spec
+            for folder in spec.submodule_search_locations or []]
 
 
 def landlock_abi() -> int:
@@ -338,6 +390,7 @@ def main(argv: list[str]) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
     from mlsys_lab.course import worker  # this file runs as __main__: arm the copy the cells import
 
+    worker._jit_folders[:] = jit_folders()
     sys.addaudithook(worker._audit)
     sys.argv = ["ipykernel_launcher", *argv]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlsys_lab import backend
 from mlsys_lab.exercises import Case, check, rng
 from mlsys_lab.operators import functional as F
 from mlsys_lab.operators.cost import matmul_cost
@@ -196,14 +197,16 @@ def _graph_cases(g: np.random.Generator, n_random: int) -> list[tuple[str, Graph
 
 def _compare_runs(nodes: list[dict], outputs: list[str], got: list[dict], g: np.random.Generator) -> str | None:
     """Run the learner's graph and the original on the same random inputs; the first difference, or None."""
-    arrays = {n["name"]: g.uniform(-1, 1, n["shape"]).astype(np.float32) for n in nodes if n["op"] == "input"}
+    # The eager operators run on the session's backend (CuPy on a GPU): inputs go there, results come back.
+    arrays = {n["name"]: backend.xp.asarray(g.uniform(-1, 1, n["shape"]).astype(np.float32))
+              for n in nodes if n["op"] == "input"}
     with np.errstate(all="ignore"):  # exp of exp of ... may overflow: inf and nan must then match too
         expected = run_plain(nodes, outputs, arrays)
         try:
             results = run_plain(got, outputs, arrays)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             return f"the returned graph does not run: {exc}"
-    for name, a, b in zip(outputs, results, expected, strict=True):
+    for name, a, b in zip(outputs, map(backend.asnumpy, results), map(backend.asnumpy, expected), strict=True):
         if np.shape(a) != np.shape(b) or not np.allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True):
             return f"output {name} differs from the original graph's"
     return None

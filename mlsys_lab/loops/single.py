@@ -119,24 +119,85 @@ def affine_relu_fused(x, scale, shift, tmp, out):
     return out
 
 
-PACKED_DOUBLE = r"\bv(add|fmadd\w*|mul|div|max)pd\s+%?([xyz]mm)"
+# A packed-double arithmetic instruction, in AT&T syntax (what numba's ``inspect_asm`` prints): the
+# destination register is the *last* operand, and the first one may be a memory reference
+# (``vaddpd 8(%rax,%r11,8), %ymm1, %ymm1``), so the width is read from the last xmm/ymm/zmm register
+# of the line (the greedy ``[^\n]*`` backtracks to it; a mask such as ``{%k1}`` after it is skipped).
+PACKED_DOUBLE = r"\bv(add|fmadd\w*|mul|div|max)pd\s[^\n]*%([xyz]mm)\d+"
 
 
-def vector_instructions(dispatcher, pattern: str = PACKED_DOUBLE) -> dict[str, int]:
-    """Count packed-double SIMD instructions in a numba function's assembly, by register width.
+def _assembly(dispatcher) -> str:
+    """The assembly of every compiled signature of a numba function, compiled afresh without cache.
 
-    xmm = 128-bit (2 doubles), ymm = 256-bit (4), zmm = 512-bit (8). Call the function once first so
-    that its argument types are known. numba cannot show the assembly of code loaded from its disk
-    cache, so the function is compiled afresh here with the same options.
+    numba cannot show the assembly of code loaded from its disk cache, so the function is compiled
+    again here with the same options.
     """
     if not dispatcher.signatures:
         raise ValueError("call the kernel once before inspecting it: its argument types are not known yet")
     options = {k: v for k, v in dispatcher.targetoptions.items() if k not in ("cache", "nopython")}
     fresh = njit(**options)(dispatcher.py_func)
-    counts: dict[str, int] = {"xmm": 0, "ymm": 0, "zmm": 0}
     for signature in dispatcher.signatures:
         fresh.compile(signature)
-    for asm in fresh.inspect_asm().values():
-        for match in re.finditer(pattern, asm):
-            counts[match.group(2)] += 1
+    return "\n".join(fresh.inspect_asm().values())
+
+
+def count_vector_instructions(asm: str, pattern: str = PACKED_DOUBLE) -> dict[str, int]:
+    """Count the packed-double instructions of AT&T assembly text, by register width (xmm, ymm, zmm)."""
+    counts: dict[str, int] = {"xmm": 0, "ymm": 0, "zmm": 0}
+    for match in re.finditer(pattern, asm):
+        counts[match.group(2)] += 1
     return counts
+
+
+DOUBLES_PER_REGISTER = {"xmm": 2, "ymm": 4, "zmm": 8}
+
+
+def vector_width(counts: dict[str, int]) -> str | None:
+    """The widest register that a count of :func:`count_vector_instructions` uses; None if it has none."""
+    used = [width for width, count in counts.items() if count]
+    return max(used, key=DOUBLES_PER_REGISTER.__getitem__) if used else None
+
+
+def vector_instructions(dispatcher, pattern: str = PACKED_DOUBLE) -> dict[str, int]:
+    """Count packed-double SIMD instructions in a numba function's assembly, by register width.
+
+    xmm = 128-bit (2 doubles), ymm = 256-bit (4, AVX2), zmm = 512-bit (8, AVX-512). Call the function
+    once first so that its argument types are known.
+    """
+    return count_vector_instructions(_assembly(dispatcher), pattern)
+
+
+def _is_code(line: str) -> bool:
+    """An instruction or a label, not an assembler directive (``.loc``, ``.p2align``) or a comment."""
+    return bool(line) and not line.startswith(("#", ";")) and (not line.startswith(".") or line.endswith(":"))
+
+
+def hottest_vector_loop(asm: str, pattern: str = PACKED_DOUBLE) -> list[str]:
+    """The instructions of the loop with the most packed-double instructions in AT&T assembly text.
+
+    A loop here is a basic block that ends by jumping back to its own label (LLVM's innermost loops).
+    Returns its lines, label first, directives dropped; an empty list if no loop uses packed doubles.
+    """
+    lines = [line.strip() for line in asm.splitlines()]
+    lines = [" ".join(line.split()) for line in lines if _is_code(line)]
+    best: list[str] = []
+    best_count = 0
+    for start, line in enumerate(lines):
+        if not line.endswith(":"):
+            continue
+        label = line[:-1]
+        for end in range(start + 1, len(lines)):
+            if lines[end].endswith(":"):
+                break  # another block starts: this one falls through, it is not a self-loop
+            if lines[end].startswith("j") and lines[end].split()[-1] == label:
+                block = lines[start:end + 1]
+                count = sum(count_vector_instructions("\n".join(block), pattern).values())
+                if count > best_count:
+                    best, best_count = block, count
+                break
+    return best
+
+
+def vector_loop(dispatcher, pattern: str = PACKED_DOUBLE) -> list[str]:
+    """The hottest packed-double loop of a numba function's assembly (see :func:`hottest_vector_loop`)."""
+    return hottest_vector_loop(_assembly(dispatcher), pattern)

@@ -135,7 +135,7 @@ def time_mlp_shards(n_tokens: int, hidden: int, degrees=(1, 2, 4, 8), dtype: str
         import subprocess
         import sys
 
-        n = str(check_int("cpu_threads", cpu_threads, low=1))
+        n = str(check_int("cpu_threads", cpu_threads, low=1, high=1024))
         env = {**os.environ, "OPENBLAS_NUM_THREADS": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n,
                "MLSYS_LAB_BACKEND": "numpy"}
         code = ("import json; from mlsys_lab.parallelism.tp import time_mlp_shards as f; "

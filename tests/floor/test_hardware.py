@@ -49,7 +49,7 @@ def test_probe_measures_positive_finite_ceilings_and_caches():
 
 def test_recorded_h200_probe_loads_with_its_date():
     h200 = hardware.recorded_probe("probe_h200")
-    assert h200.name == "NVIDIA H200, measured 2026-11-29"
+    assert h200.name == "NVIDIA H200, measured 2026-12-01"
     # Measured cuBLAS fp32 sits below the 67 TFLOP/s datasheet peak; the copy below 4.8 TB/s.
     assert 0.5 * hardware.H200.peak("fp32") < h200.peak("fp32") < hardware.H200.peak("fp32")
     assert h200.memory_bandwidth_bytes_per_s < hardware.H200.memory_bandwidth_bytes_per_s

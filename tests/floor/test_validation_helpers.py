@@ -72,3 +72,18 @@ def test_hardware_records_check_their_fields():
     with pytest.raises(TypeError, match=r"hw must be a Hardware"):
         links_of(0)
     assert Hardware("unknown capacity", {"fp32": 1e12}, 1e11, math.nan).memory_bytes != H200.memory_bytes
+
+
+def test_the_network_toolkit_checks_its_arguments():
+    from mlsys_lab import nn
+
+    with pytest.raises(TypeError, match=r"rng must be a Generator"):
+        nn.init_normal(0, (2, 2), 1.0)
+    with pytest.raises(ValueError, match=r"target must have the shape of prediction \(4, 1\); got \(4,\)"):
+        nn.mse_loss(np.zeros((4, 1)), np.zeros(4))  # broadcasting would average a (4, 4) difference
+    with pytest.raises(ValueError, match=r"beta1 must be a number in \[0.0, 1.0\)"):
+        nn.Adam(beta1=1.0)
+    with pytest.raises(TypeError, match=r"trainable must be None or a tuple of parameter names"):
+        nn.SGD(0.1, trainable=0)
+    with pytest.raises(ValueError, match=r"batch_size must be an integer between 1 and 10"):
+        nn.batches(10, 11, np.random.default_rng(0))  # at the call, not at the first next()

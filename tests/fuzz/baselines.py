@@ -71,6 +71,11 @@ def _typed_table() -> dict[str, typing.Callable[[], dict]]:
     return {
         # a 64 KiB copy (the default 64 MiB makes every call ~0.1 s, and the target's budget runs out)
         "mlsys_lab.collectives.datapaths.measure_host_copy": lambda: dict(n_bytes=2**16),
+        "mlsys_lab.nn.accuracy": lambda: dict(logits=np.eye(4)[[0, 1, 2, 3, 0]], labels=np.array([0, 1, 2, 3, 1])),
+        "mlsys_lab.nn.mse_loss": lambda: dict(prediction=np.linspace(-1, 1, 8), target=np.zeros(8)),
+        # a short job (four intervals, failures rare): every call takes milliseconds, so no call is skipped
+        "mlsys_lab.fault_tolerance.simulate.timeline": lambda: dict(
+            work_seconds=40.0, interval=10.0, checkpoint_seconds=1.0, restart_seconds=2.0, mttf_seconds=1e4),
         "mlsys_lab.collectives.overlap.Timeline": lambda: dict(
             compute=((0.0, 1.0, 0),), comm=((0.5, 1.5, 1e6),), buckets=((0,),), backward_seconds=1.0,
             step_seconds=1.5),

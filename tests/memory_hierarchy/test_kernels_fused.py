@@ -34,6 +34,9 @@ def test_fused_kernels_match_numpy():
         x = (g.standard_normal((rows, cols)) * 4).astype(np.float32)
         got = backend.asnumpy(fused.softmax_rows(xp.asarray(x)))
         np.testing.assert_allclose(got, fused.softmax_reference(x), rtol=1e-5, atol=1e-7)
+        out = xp.full((rows, cols), np.nan, dtype=np.float32)  # written in place, nothing left of the NaNs
+        assert fused.softmax_rows(xp.asarray(x), out=out) is out
+        np.testing.assert_allclose(backend.asnumpy(out), fused.softmax_reference(x), rtol=1e-5, atol=1e-7)
         for threads, blocks, streaming in ((128, 16, True), (1024, 2, False)):
             got = backend.asnumpy(fused.softmax_rows(xp.asarray(x), threads, min_blocks=blocks, streaming=streaming))
             np.testing.assert_allclose(got, fused.softmax_reference(x), rtol=1e-5, atol=1e-7)

@@ -91,7 +91,8 @@ def compiled_attention(head_dim: int, causal: bool):
 
 @functools.lru_cache(maxsize=256)
 def _plan(layouts: tuple, out_layout: tuple | None, causal: bool) -> tuple:
-    """Validate one combination of shapes, strides and item sizes once; return (kernel, grid, scalars)."""
+    """Validate one combination of shapes, strides and item sizes once; return (kernel, grid, scalars,
+    dynamic shared bytes)."""
     loader.require_gpu("flash_attention")
     shapes = [layout[0] for layout in layouts]
     if len(shapes[0]) != 4 or any(shape != shapes[0] for shape in shapes):
@@ -107,7 +108,7 @@ def _plan(layouts: tuple, out_layout: tuple | None, causal: bool) -> tuple:
             raise ValueError(f"{label} must be a C-contiguous {shapes[0]} array of 2-byte bf16 bits; got shape "
                              f"{shape}, item size {size}, strides {strides}")
     return compiled_attention(d, causal), (seq // BLOCK_ROWS, batch * heads), \
-        (np.int32(seq), np.float32(math.log2(math.e) / math.sqrt(d)))
+        (np.int32(seq), np.float32(math.log2(math.e) / math.sqrt(d))), smem_bytes(d)
 
 
 def flash_attention(q, k, v, causal: bool = False, out=None):
@@ -118,10 +119,10 @@ def flash_attention(q, k, v, causal: bool = False, out=None):
     """
     layouts = tuple((x.shape, x.strides, x.dtype.itemsize) for x in (q, k, v))
     out_layout = None if out is None else (out.shape, out.strides, out.dtype.itemsize)
-    fn, grid, scalars = _plan(layouts, out_layout, bool(causal))
+    fn, grid, scalars, smem = _plan(layouts, out_layout, bool(causal))
     if out is None:
         out = backend.xp.empty(q.shape, dtype=backend.xp.uint16)
-    fn(grid, (THREADS,), (q, k, v, out) + scalars, shared_mem=smem_bytes(q.shape[3]))
+    fn(grid, (THREADS,), (q, k, v, out) + scalars, shared_mem=smem)
     return out
 
 
