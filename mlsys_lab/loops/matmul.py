@@ -193,7 +193,7 @@ def _compiled_microkernel(mr: int, nr: int, slp: bool):
 
     * ``slp=True``: ``fastmath={"contract"}`` (fused multiply-add, no reassociation) and the SLP
       vectorizer, which packs the nr independent accumulators of a row of C into SIMD registers:
-      one broadcast of a{r}, nr/8 AVX-512 FMAs.
+      one broadcast of a{r}, nr/8 FMAs on AVX-512 (zmm), nr/4 on AVX2 (ymm).
     * ``slp=False``: numba's defaults with ``fastmath=True``. Reassociation lets the *loop* vectorizer
       treat every accumulator as a reduction over k instead: 8 partial sums each, B read with
       stride nr, shuffles at the end. Same arithmetic, several times slower.

@@ -9,8 +9,8 @@ screenshot per notebook lands in ``artifacts/browser/``.
 Every explorer is an :class:`mlsys_lab.widgets.base.Explorer`, so the frontend path (widget comm, figure
 redrawn on a drag) is the same for all of them; what each explorer computes is tested without a browser
 (``tests/<slug>/test_widgets.py``, ``tests/widgets/test_nbval.py``). So by default the browser runs the
-handouts of :data:`DEFAULT_LESSONS`, the three with the most explorers (11 of the course's 24), and the start
-page; ``MLSYS_LAB_BROWSER_LESSONS=all`` (or a comma-separated list of notebook names) runs others, as before a
+handouts of :data:`DEFAULT_LESSONS`, the two with the most explorers (8 of the course's 24), and the start
+page (2 more); ``MLSYS_LAB_BROWSER_LESSONS=all`` (or a comma-separated list of notebook names) runs others, as before a
 release.
 """
 
@@ -41,7 +41,7 @@ from mlsys_lab.course.notebook_cells import find_exercises
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-DEFAULT_LESSONS = ("01_operators.ipynb", "07_collectives.ipynb", "08_parallelism.ipynb")
+DEFAULT_LESSONS = ("07_collectives.ipynb", "08_parallelism.ipynb")
 
 
 def lessons_in_browser() -> list[str]:

@@ -20,7 +20,7 @@ from mlsys_lab.course.student import student_version
 from mlsys_lab.course.worker import landlock_abi
 
 ROOT = Path(__file__).resolve().parents[2]
-LESSONS = ["03_roofline", "09_fault_tolerance"]
+LESSONS = ["10_peft", "09_fault_tolerance"]
 pytestmark = pytest.mark.slow
 
 # Each trick is Python put before the (wrong) function in the first exercise cell. {lesson} is the

@@ -197,6 +197,7 @@ ALLOWED: dict[str, str] = {
     'mlsys_lab.moe.train.make_cluster_task:config': "unclear for 0: AttributeError: 'int' object has no attribute 'n_clusters'",
     'mlsys_lab.moe.train.make_cluster_task:n_examples': 'unclear for 10**30: ValueError: Maximum allowed dimension exceeded',
     'mlsys_lab.moe.train.make_cluster_task:seed': 'unclear for -1: ValueError: expected non-negative integer',
+    'mlsys_lab.moe.fused_gate.gate_fused:*': 'slow target: numba compiles the fused gate inside the fuzz child; in a loaded full-suite run that child was terminated before it answered',
     'mlsys_lab.moe.train.train_moe:*': 'slow target: its time budget runs out, so which calls run depends on the machine',
     'mlsys_lab.moe.train.train_moe:aux_weight': 'silent for inf: NaN or inf in the result',
     'mlsys_lab.nn.accuracy:labels': 'unclear for []: ValueError: operands could not be broadcast together with shapes (8,) (0,) ',
