@@ -55,7 +55,13 @@ def scope_of(nodeid: str) -> str:
 
 
 class SpreadFileScheduling(LoadScopeScheduling):
-    """``--dist loadfile``, except that the tests of SPREAD files are scheduled one by one."""
+    """``--dist loadfile``, except that the tests of SPREAD files are scheduled one by one, and the work is
+    handed out in collection order (longest first, see below) rather than xdist's default order of scopes by
+    their number of tests, which would leave the one-test scopes of the longest tests for the end."""
+
+    def __init__(self, config: pytest.Config, log=None) -> None:
+        super().__init__(config, log)
+        config.option.loadscopereorder = False
 
     def _split_scope(self, nodeid: str) -> str:
         return scope_of(nodeid)
