@@ -7,8 +7,8 @@ error on fresh random inputs, then timed with CUDA events after warm-up (median 
 cuBLAS BF16 (CuPy's matmul on bfloat16 when this CuPy has the dtype, and PyTorch's when PyTorch is
 installed: a benchmark comparison only, never a course dependency) and PyTorch's scaled_dot_product_attention
 (flash backend). Registers, shared memory and occupancy come from the compiled kernels; bank conflicts of
-each shared-memory layout from the course's bank model (memory_hierarchy.bank_conflict_degree). Copy the
-file into mlsys_lab/data/ so that learners without a GPU see these figures.
+each shared-memory layout from the course's bank model (memory_hierarchy.tensor_cores). Copy the file
+into mlsys_lab/data/ so that learners without a GPU see these figures.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels.memory_hierarchy import bf16_gemm, flash_attention, fused
-from mlsys_lab.memory_hierarchy import bank_conflict_degree
+from mlsys_lab.memory_hierarchy import tensor_cores
 from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark
 from mlsys_lab.validation import max_relative_error, relative_error
 
@@ -127,11 +127,10 @@ def gemm_timings(sizes: tuple[int, ...]) -> dict:
 def gemm_resources() -> dict:
     out = {}
     for name, step in bf16_gemm.STEPS.items():
-        loads = bank_conflict_degree(bf16_gemm.ldmatrix_phase_words(step))
-        stores = bank_conflict_degree(bf16_gemm.tile_store_words(step))
+        passes = tensor_cores.gemm_bank_passes(name)
         entry = {"idea": step.idea, "tile": list(step.tile), "threads": step.threads,
                  "smem_row_bytes": step.smem_row_bytes, "swizzled": step.swizzled,
-                 "bank_passes_ldmatrix_phase": int(loads.max()), "bank_passes_tile_store_phase": int(stores.max())}
+                 "bank_passes_ldmatrix_phase": passes["ldmatrix"], "bank_passes_tile_store_phase": passes["tile_store"]}
         try:
             entry.update(bf16_gemm.step_resources(step))
         except Exception as exc:
@@ -207,7 +206,7 @@ def attention_resources() -> dict:
         for causal in (False, True):
             entry = flash_attention.kernel_resources(d, causal)
             words = flash_attention.attention_ldmatrix_words(d)
-            entry["bank_passes_ldmatrix_phase"] = int(bank_conflict_degree(words).max())
+            entry["bank_passes_ldmatrix_phase"] = tensor_cores.passes_of_phases(words)
             out[f"d{d}_{'causal' if causal else 'full'}"] = entry
     return out
 

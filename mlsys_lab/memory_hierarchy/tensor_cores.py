@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlsys_lab.hardware import H200, Hardware
 from mlsys_lab.kernels.memory_hierarchy import bf16_gemm, flash_attention
 from mlsys_lab.memory_hierarchy.simt import bank_conflict_degree
 from mlsys_lab.validation import check_bool, check_choice, check_finite, check_int, check_type
@@ -96,12 +95,6 @@ def attention_fraction_by_length(record: dict, variant: str) -> dict[int, float]
     """Fraction of SDPA's flash kernel per sequence length, for one variant ("d128_causal", ...)."""
     check_choice("variant", variant, ATTENTION_VARIANTS)
     return {int(seq): r["fraction_of_sdpa"] for seq, r in record["attention_timing"][variant].items()}
-
-
-def tensor_core_ridge(hardware: Hardware = H200, dtype: str = "bf16") -> float:
-    """FLOP per byte of HBM traffic above which a ``dtype`` kernel can be compute-bound: peak / bandwidth."""
-    check_type("hardware", hardware, Hardware)
-    return hardware.ridge_point(dtype)
 
 
 def gemm_intensity(n: int, element_bytes: int = 2) -> float:

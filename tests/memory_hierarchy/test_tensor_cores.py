@@ -40,7 +40,7 @@ def test_attention_rows_and_fractions():
 
 
 def test_ridge_and_intensity_worked_examples():
-    assert tc.tensor_core_ridge(H200, "bf16") == pytest.approx(989.5e12 / 4.8e12)  # ~206 FLOP/B
+    assert H200.ridge_point("bf16") == pytest.approx(989.5e12 / 4.8e12)  # ~206 FLOP/B
     assert tc.gemm_intensity(8192) == pytest.approx(2 * 8192**3 / (3 * 8192**2 * 2))  # 2731 FLOP/B
 
 
@@ -64,5 +64,5 @@ def test_roofline_dots_lie_under_the_bf16_roof():
     dots = tc.roofline_dots(RECORD)
     assert {d.name for d in dots if d.vendor} == {"cuBLAS BF16", "SDPA flash, full", "SDPA flash, causal"}
     for dot in dots:
-        assert dot.intensity > tc.tensor_core_ridge(H200)  # all compute-bound on the BF16 roofline
+        assert dot.intensity > H200.ridge_point("bf16")  # all compute-bound on the BF16 roofline
         assert 0 < dot.flop_per_s < roof
