@@ -84,15 +84,45 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--grading-memory-mb", type=int, default=4096, help="address space of a worker, MB")
 
 
+START_ATTEMPTS = 3  # a kernel that dies before its first reply is started again, up to this many times in all
+
+
+class StartDied(RuntimeError):
+    """The worker kernel exited before it answered ``kernel_info``: no cell had been sent to it yet."""
+
+
+def _worker_argv() -> list[str]:
+    """The command that starts a graded worker kernel (:func:`mlsys_lab.course.worker.main`)."""
+    return [sys.executable, "-m", "mlsys_lab.course.worker", "-f", "{connection_file}"]
+
+
 def _start_worker(startup_timeout: float = 60, kernel_name: str = "python", **kwargs):
-    """nbval's start_new_kernel, launching :mod:`mlsys_lab.course.worker` with one end of a socket pair."""
+    """nbval's start_new_kernel, launching :mod:`mlsys_lab.course.worker` with one end of a socket pair.
+
+    A kernel that dies before its first reply has run no code of the learner's (nbval sends the first cell
+    only after the reply), so its death cannot be the submission's doing. On a loaded machine it happens
+    now and then: jupyter_client picks the kernel's five TCP ports by binding and releasing them, and in the
+    seconds before the kernel binds them itself another process can take one (the kernel then exits with
+    "Address already in use"). Such a kernel is started again, with fresh ports and a fresh socket pair.
+    """
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return _start_worker_once(startup_timeout, kernel_name, **kwargs)
+        except StartDied as died:
+            if attempt == START_ATTEMPTS:
+                raise RuntimeError(f"the grading kernel died at start-up {START_ATTEMPTS} times in a row, before "
+                                   f"any cell ran (last: {died}); see the pytest log in --keep DIR") from None
+            print(f"[grader] worker kernel died at start-up ({died}); starting it again", file=sys.stderr)
+
+
+def _start_worker_once(startup_timeout: float, kernel_name: str, **kwargs):
     from jupyter_client import KernelManager
     from nbval.kernel import NbvalKernelspecManager
 
     class WorkerSpecs(NbvalKernelspecManager):
         def get_kernel_spec(self, name):
             spec = super().get_kernel_spec(name)
-            spec.argv = [sys.executable, "-m", "mlsys_lab.course.worker", "-f", "{connection_file}"]
+            spec.argv = _worker_argv()
             return spec
 
     ours, theirs = socket.socketpair()
@@ -105,9 +135,14 @@ def _start_worker(startup_timeout: float = 60, kernel_name: str = "python", **kw
     client.start_channels()
     try:
         client.wait_for_ready(timeout=startup_timeout)
-    except RuntimeError:
+    except RuntimeError as exc:
         client.stop_channels()
+        process = getattr(manager.provisioner, "process", None)
+        code = process.poll() if process is not None else None
         manager.shutdown_kernel(now=True)
+        ours.close()
+        if code is not None:  # it exited: not a timeout
+            raise StartDied(f"{exc}, exit status {code}") from None
         raise
     return manager, client
 

@@ -8,11 +8,14 @@
   every warp request to a :class:`GlobalArray` or :class:`SharedArray` is counted in sectors or bank passes.
 * :mod:`.tensor_cores`: the BF16 tensor-core GEMM ladder and FlashAttention-2 as recorded on the H200, with
   each kernel's bank conflicts recomputed by the bank model, and the tensor-core ridge.
+* :mod:`.sgemm_ladder`: why each SGEMM step is as fast as it is: occupancy per step (the occupancy
+  calculator's rules for compute capability 9.0) and every shared-memory request by the bank model.
 
 The kernels the lesson measures (one module per memory space, fused kernels, the SGEMM ladder) are in
 :mod:`mlsys_lab.kernels.memory_hierarchy`; the recorded H200 run is ``records.load("memory_h200")``.
 """
 
+from mlsys_lab.memory_hierarchy.sgemm_ladder import Occupancy, ladder_evidence, occupancy, shared_requests
 from mlsys_lab.memory_hierarchy.simt import (
     SPACES,
     WarpAccess,
@@ -38,4 +41,5 @@ __all__ = [
     "sgemm_naive_addresses", "SPACES", "WarpAccess", "warp_access", "shared_passes",
     "GlobalArray", "SharedArray", "launch", "run_transpose", "run_reduce",
     "KernelRow", "gemm_ladder", "attention_rows", "gemm_bank_passes",
+    "Occupancy", "occupancy", "shared_requests", "ladder_evidence",
 ]

@@ -104,16 +104,24 @@ def gemm_intensity(n: int, element_bytes: int = 2) -> float:
     return 2.0 * n / (3.0 * element_bytes)
 
 
-def launch_overhead_rows(record: dict) -> list[tuple[str, float]]:
-    """(what, host seconds per call) for a raw CuPy launch and each launcher, as recorded."""
+def launch_overhead_rows(record: dict, key: str = "launch_overhead") -> list[tuple[str, float, float | None]]:
+    """(what, host seconds per call, seconds above a raw CuPy launch or None) for a raw ``cupy.RawKernel`` call,
+    the course's packed driver launch and each launcher, from ``record[key]`` (medians over interleaved
+    rounds, ``benchmarks/tensor_cores.py``)."""
     check_type("record", record, dict)
-    overhead = record["launch_overhead"]
-    names = {"raw_cupy_launch_host_s": "raw CuPy RawKernel launch",
+    check_type("key", key, str)
+    if key not in record:
+        raise ValueError(f"key must be one of the record's launch measurements "
+                         f"({', '.join(k for k in record if k.startswith('launch_overhead'))}); got {key!r}")
+    overhead = record[key]
+    names = {"raw_cupy_launch_host_s": "raw cupy.RawKernel call",
+             "packed_launch_host_s": "PackedLaunch (driver call)",
              "bf16_gemm_pipeline_host_s": "bf16_gemm(step='pipeline')",
              "bf16_gemm_wgmma_host_s": "bf16_gemm(step='wgmma')",
              "flash_attention_host_s": "flash_attention",
              "fused_softmax_rows_host_s": "fused softmax (section 6)"}
-    return [(label, float(overhead[key])) for key, label in names.items() if key in overhead]
+    above = overhead.get("above_raw", {})
+    return [(label, float(overhead[name]), above.get(name)) for name, label in names.items() if name in overhead]
 
 
 def attention_intensity(seq: int, head_dim: int, causal: bool, element_bytes: int = 2) -> float:

@@ -30,6 +30,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
+from mlsys_lab.kernels.launch import PackedLaunch
 from mlsys_lab.validation import check_array, check_bool, check_choice, check_int, check_type
 
 SOURCE = "memory_hierarchy/bf16_gemm.cu"
@@ -185,8 +186,9 @@ def tensor_map(array, box_rows: int, box_cols: int = 64):
 # ----------------------------------------------------------------------------------------- launch
 @functools.lru_cache(maxsize=256)
 def _plan(name: str, a_layout: tuple, b_layout: tuple, out_layout: tuple | None) -> tuple:
-    """Validate one (step, shapes, strides, item sizes) combination once; return what a launch needs:
-    (kernel, grid, block, dynamic shared bytes, scalar arguments, TMA box rows of A and B or None)."""
+    """Validate one (step, shapes, strides, item sizes) combination once; return what a launch needs: the
+    :class:`~mlsys_lab.kernels.launch.PackedLaunch` (grid, block, shared memory and M, N, K packed) and the TMA
+    box rows of A and B (None for the steps that load with ``cp.async``)."""
     step = STEPS[check_choice("step", name, STEPS)]
     loader.require_gpu(f"BF16 GEMM step {step.name!r}")
     a_shape, b_shape = a_layout[0], b_layout[0]
@@ -201,8 +203,9 @@ def _plan(name: str, a_layout: tuple, b_layout: tuple, out_layout: tuple | None)
     if out_layout is not None and out_layout[0] != (m, n):
         raise ValueError(f"out must be {(m, n)}; got {out_layout[0]}")
     tma_boxes = step.tile[:2] if step.arch == "sm_90a" else None
-    return _compiled(step), step.grid(m, n), (step.threads,), step.dynamic_smem_bytes, \
-        (np.int32(m), np.int32(n), np.int32(k)), tma_boxes
+    launch = PackedLaunch(_compiled(step), step.grid(m, n), (step.threads,), step.dynamic_smem_bytes, 3,
+                          (np.int32(m), np.int32(n), np.int32(k)))
+    return launch, tma_boxes
 
 
 def _layout(x) -> tuple:
@@ -214,16 +217,19 @@ def bf16_gemm(a, b, step: str | Bf16Step = "pipeline", out=None):
 
     ``a`` (M, K) and ``b`` (N, K) are C-contiguous 2-byte device arrays of bf16 bits (uint16 or a bfloat16
     dtype); ``out`` (M, N), reused when given, else allocated as uint16. Each (step, shapes, strides)
-    combination is validated once and its launch plan cached, so a repeated call costs a dictionary look-up
-    and the launch: the host work of a launcher is time the GPU sits idle when calls are timed one by one.
+    combination is validated once and its launch plan cached (:mod:`mlsys_lab.kernels.launch`), so a repeated
+    call costs a dictionary look-up and the driver's launch: the host work of a launcher is time the GPU sits
+    idle when calls are timed one by one.
     """
     name = step.name if isinstance(step, Bf16Step) else step
     out_layout = None if out is None else _layout(out)
-    fn, grid, block, smem, scalars, tma_boxes = _plan(name, _layout(a), _layout(b), out_layout)
+    launch, tma_boxes = _plan(name, _layout(a), _layout(b), out_layout)
     if out is None:
         out = backend.xp.empty((a.shape[0], b.shape[0]), dtype=backend.xp.uint16)
-    args = (a, b, out) if tma_boxes is None else (tensor_map(a, tma_boxes[0]), tensor_map(b, tma_boxes[1]), out)
-    fn(grid, block, args + scalars, shared_mem=smem)
+    if tma_boxes is None:
+        launch(a, b, out)
+    else:
+        launch(tensor_map(a, tma_boxes[0]), tensor_map(b, tma_boxes[1]), out)
     return out
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
+from mlsys_lab.kernels.launch import PackedLaunch
 from mlsys_lab.kernels.memory_hierarchy.bf16_gemm import from_bf16_bits, occupancy_record
 from mlsys_lab.validation import check_array, check_bool, check_choice, check_divisible, check_int
 
@@ -91,8 +92,8 @@ def compiled_attention(head_dim: int, causal: bool):
 
 @functools.lru_cache(maxsize=256)
 def _plan(layouts: tuple, out_layout: tuple | None, causal: bool) -> tuple:
-    """Validate one combination of shapes, strides and item sizes once; return (kernel, grid, scalars,
-    dynamic shared bytes)."""
+    """Validate one combination of shapes, strides and item sizes once; return its
+    :class:`~mlsys_lab.kernels.launch.PackedLaunch` (grid, block, shared memory, seq and the softmax scale)."""
     loader.require_gpu("flash_attention")
     shapes = [layout[0] for layout in layouts]
     if len(shapes[0]) != 4 or any(shape != shapes[0] for shape in shapes):
@@ -107,8 +108,8 @@ def _plan(layouts: tuple, out_layout: tuple | None, causal: bool) -> tuple:
         if size != 2 or strides != contiguous or shape != shapes[0]:
             raise ValueError(f"{label} must be a C-contiguous {shapes[0]} array of 2-byte bf16 bits; got shape "
                              f"{shape}, item size {size}, strides {strides}")
-    return compiled_attention(d, causal), (seq // BLOCK_ROWS, batch * heads), \
-        (np.int32(seq), np.float32(math.log2(math.e) / math.sqrt(d))), smem_bytes(d)
+    return PackedLaunch(compiled_attention(d, causal), (seq // BLOCK_ROWS, batch * heads), (THREADS,), smem_bytes(d),
+                        4, (np.int32(seq), np.float32(math.log2(math.e) / math.sqrt(d))))
 
 
 def flash_attention(q, k, v, causal: bool = False, out=None):
@@ -119,10 +120,10 @@ def flash_attention(q, k, v, causal: bool = False, out=None):
     """
     layouts = tuple((x.shape, x.strides, x.dtype.itemsize) for x in (q, k, v))
     out_layout = None if out is None else (out.shape, out.strides, out.dtype.itemsize)
-    fn, grid, scalars, smem = _plan(layouts, out_layout, bool(causal))
+    launch = _plan(layouts, out_layout, bool(causal))
     if out is None:
         out = backend.xp.empty(q.shape, dtype=backend.xp.uint16)
-    fn(grid, (THREADS,), (q, k, v, out) + scalars, shared_mem=smem)
+    launch(q, k, v, out)
     return out
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
+from mlsys_lab.kernels.launch import PackedLaunch
 from mlsys_lab.kernels.memory_hierarchy import THREADS
 from mlsys_lab.validation import check_choice, check_divisible, check_int, check_number
 
@@ -62,13 +63,20 @@ def softmax_rows(x, threads: int = THREADS, min_blocks: int = 1, streaming: bool
     ``out``, an array like ``x``, is written instead of a new one (no allocation per call).
     """
     loader.require_gpu("softmax_rows")
-    kernel, cols = _softmax_rows_kernel(x.shape[1], threads, min_blocks, bool(streaming))
+    launch = _softmax_rows_launch(x.shape[0], x.shape[1], threads, min_blocks, bool(streaming))
     if out is None:
         out = backend.xp.empty_like(x)
     elif out.shape != x.shape or out.dtype != x.dtype:
         raise ValueError(f"out must be an array like x, {x.shape} {x.dtype}; got {out.shape} {out.dtype}")
-    kernel((x.shape[0],), (threads,), (x, out, cols))
+    launch(x, out)
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _softmax_rows_launch(rows: int, cols: int, threads: int, min_blocks: int, streaming: bool) -> PackedLaunch:
+    """The launch of ``softmax_rows`` for one shape and setting: one block per row, cols packed once."""
+    kernel, cols32 = _softmax_rows_kernel(cols, threads, min_blocks, streaming)
+    return PackedLaunch(kernel, (rows,), (threads,), 0, 2, (cols32,))
 
 
 def softmax_rows_persistent(x, threads: int = THREADS, blocks_per_sm: int = 4, streaming: bool = False):
