@@ -190,7 +190,17 @@ def _transpose_check(name: str, fn, conflict_free: bool) -> None:
         a = np.random.default_rng(seed).permutation(n_rows * n_cols).astype(np.float32).reshape(n_rows, n_cols)
         cases.append(Case(f"A {n_rows} x {n_cols}", (n_rows, n_cols, seed), expected=a.T.copy(),
                           check_result=budget))
-    check(name, run, cases)
+    check(name, run, cases, figure=lambda: simulator_figure(last["counts"], cases[-1].args[0] * cases[-1].args[1]))
+
+
+def simulator_figure(counts, n_elements: int) -> str:
+    """A kernel's performance by the simulator's counts on the last case: its global traffic against the fewest
+    sectors its data fits in, and its shared passes per request (1.00 is conflict-free)."""
+    fewest = 2 * n_elements * 4 // 32  # read once and written once, in 32-byte sectors
+    sectors = counts.load_sectors + counts.store_sectors
+    per_request = counts.shared_passes / max(counts.shared_requests, 1)
+    return (f"global traffic at {fewest / max(sectors, 1):.0%} of the fewest sectors; "
+            f"{per_request:.2f} shared passes per request (warp simulator)")
 
 
 def check_transpose_tiled(fn) -> None:
@@ -245,4 +255,11 @@ def check_block_sum(fn) -> None:
         x = g.random(blocks * BLOCK_ELEMENTS, dtype=np.float32)
         cases.append(Case(f"{blocks} blocks of random x", (x,),
                           expected=x.reshape(blocks, -1).astype(np.float64).sum(axis=1), check_result=budget))
-    check("block_sum", run, cases, compare=lambda got, exp: close_enough(got, exp, rtol=1e-5, atol=1e-4))
+    def figure() -> str:
+        c = last["counts"]
+        fewest = cases[-1].args[0].size * 4 // 32
+        return (f"x read at {fewest / max(c.load_sectors, 1):.0%} of the fewest sectors; "
+                f"{c.shared_passes / max(c.shared_requests, 1):.2f} shared passes per request (warp simulator)")
+
+    check("block_sum", run, cases, compare=lambda got, exp: close_enough(got, exp, rtol=1e-5, atol=1e-4),
+          figure=figure)
