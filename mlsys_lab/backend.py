@@ -22,6 +22,7 @@ import importlib.util
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 import numpy
@@ -43,6 +44,7 @@ class Selection:
     module: ModuleType
     reason: str  # why this backend: the failed step when NumPy was the fallback
     device: str  # human-readable device name
+    compute_capability: tuple[int, int] | None = None  # (major, minor) of the GPU that answered; None on NumPy
 
 
 def _cuda_driver_loads() -> str | None:
@@ -59,28 +61,31 @@ def _cuda_driver_loads() -> str | None:
     return "the CUDA driver library (libcuda) is not installed or does not load"
 
 
-def _probe_cupy() -> tuple[ModuleType | None, str, str]:
-    """Try CuPy step by step. Returns (module or None, reason, device name)."""
+def _probe_cupy() -> tuple[ModuleType | None, str, str, tuple[int, int] | None]:
+    """Try CuPy step by step. Returns (module or None, reason, device name, compute capability or None)."""
     if importlib.util.find_spec("cupy") is None:
-        return None, "CuPy is not installed (pip install 'mlsys-lab[gpu]' or '[gpu13]')", "CPU"
+        return None, "CuPy is not installed (pip install 'mlsys-lab[gpu]' or '[gpu13]')", "CPU", None
     driver_problem = _cuda_driver_loads()
     if driver_problem:
-        return None, driver_problem, "CPU"
+        return None, driver_problem, "CPU", None
     try:
         import cupy  # noqa: PLC0415  (the only import of CuPy in the package)
 
         if cupy.cuda.runtime.getDeviceCount() < 1:
-            return None, "no CUDA device is visible", "CPU"
+            return None, "no CUDA device is visible", "CPU", None
         kernel = cupy.ElementwiseKernel("float32 x", "float32 y", "y = x * 2.0f", "mlsys_lab_probe")
         probe = kernel(cupy.arange(4, dtype=cupy.float32))
         if float(probe.sum()) != 12.0:
-            return None, "a test kernel ran on the GPU but returned a wrong result", "CPU"
+            return None, "a test kernel ran on the GPU but returned a wrong result", "CPU", None
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        return cupy, "a CUDA device answered and compiled a test kernel", name
+        digits = str(cupy.cuda.Device().compute_capability)  # "75" on a T4, "90" on an H200
+        capability = (int(digits[:-1]), int(digits[-1]))
+        return (cupy, f"a CUDA device (compute capability {capability[0]}.{capability[1]}) answered and compiled a "
+                "test kernel", name, capability)
     except Exception as exc:  # any failure means: not usable here
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return None, f"CuPy is installed but cannot run a kernel: {first_line}", "CPU"
+        return None, f"CuPy is installed but cannot run a kernel: {first_line}", "CPU", None
 
 
 def choose(requested: str | None = None) -> Selection:
@@ -90,9 +95,9 @@ def choose(requested: str | None = None) -> Selection:
         raise ValueError(f"{ENV_VAR} must be one of {', '.join(CHOICES)}; got {requested!r}")
     if requested == "numpy":
         return Selection("numpy", numpy, f"forced by {ENV_VAR}=numpy", "CPU")
-    module, reason, device = _probe_cupy()
+    module, reason, device, capability = _probe_cupy()
     if module is not None:
-        return Selection("cupy", module, reason, device)
+        return Selection("cupy", module, reason, device, capability)
     if requested == "cupy":
         raise BackendUnavailable(f"{ENV_VAR}=cupy was requested, but {reason}.")
     return Selection("numpy", numpy, reason, "CPU")
@@ -133,11 +138,88 @@ def describe() -> str:
     return f"backend: {name} · device: {_selection.device} · {_selection.reason}"
 
 
+def device_name() -> str:
+    """The name of the device the backend runs on ("NVIDIA H200", "Tesla T4"; "CPU" on NumPy)."""
+    return _selection.device
+
+
+def compute_capability() -> tuple[int, int] | None:
+    """(major, minor) of the GPU the backend runs on, e.g. (7, 5) on a T4; None on NumPy."""
+    return _selection.compute_capability
+
+
+# What a kernel source needs beyond what every GPU the course compiles for has (sm_75 up: Turing, Colab's T4),
+# and the first compute capability that has it (PTX ISA: mma.sync with .bf16 m16n8k16 and cp.async from sm_80).
+# Kept here, beside the banner that reports it (the floor imports no kernels); kernels.loader enforces it, and
+# tests/course/test_packaging.py proves every entry with ptxas: each file assembles exactly where it says.
+KERNEL_NEEDS: dict[str, tuple[tuple[int, int], str]] = {
+    "memory_hierarchy/bf16_gemm.cu": ((8, 0), "bf16 tensor-core mma.sync and cp.async"),
+    "memory_hierarchy/flash_attention.cu": ((8, 0), "bf16 tensor-core mma.sync and cp.async"),
+    "moe/grouped_gemm.cu": ((8, 0), "bf16 tensor-core mma.sync (m16n8k16)"),
+    "roofline/littles_law.cu": ((8, 0), "mma.sync m16n8k16 for its tensor-core chains"),
+}
+# Architecture-specific targets a launcher may ask for: "a" code runs on that exact compute capability only.
+ARCH_SPECIFIC: dict[str, tuple[tuple[int, int], str]] = {
+    "sm_90a": ((9, 0), "Hopper's wgmma and TMA, compiled for sm_90a, which runs on compute capability 9.0 only"),
+}
+# The kernels built for an architecture-specific target: (file, which kernel of it, target).
+ARCH_SPECIFIC_KERNELS = (("memory_hierarchy/bf16_gemm.cu", "step 'wgmma' (bf16_wgmma)", "sm_90a"),)
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+
+
+def _version(capability: tuple[int, int]) -> str:
+    return f"{capability[0]}.{capability[1]}"
+
+
+def kernel_blockers(file_name: str, capability: tuple[int, int], arch: str | None = None) -> str | None:
+    """Why a GPU of ``capability`` cannot run ``file_name`` ("<slug>/<name>.cu") built for ``arch``; None if it can."""
+    if arch in ARCH_SPECIFIC:
+        exact, what = ARCH_SPECIFIC[arch]
+        if capability != exact:
+            return f"needs compute capability {_version(exact)} exactly ({what})"
+    if file_name in KERNEL_NEEDS:
+        least, what = KERNEL_NEEDS[file_name]
+        if capability < least:
+            return f"needs compute capability {_version(least)} or newer ({what})"
+    return None
+
+
+def kernel_support(capability: tuple[int, int]) -> dict[str, dict[str, str | None]]:
+    """For each lesson with kernels: {slug: {file: None when it runs on ``capability``, else why not}}."""
+    support: dict[str, dict[str, str | None]] = {}
+    for path in sorted(KERNEL_DIR.glob("*/*.cu")):
+        file_name = path.relative_to(KERNEL_DIR).as_posix()
+        support.setdefault(path.parent.name, {})[file_name] = kernel_blockers(file_name, capability)
+    return support
+
+
+def kernels_banner(device: str, capability: tuple[int, int]) -> str:
+    """Which lessons' kernels a GPU runs: 'all' per lesson, or the files it cannot run and what they need."""
+    support = kernel_support(capability)
+    blocked = [f"  {file_name} {why}" for files in support.values() for file_name, why in files.items() if why]
+    partly = set()
+    for file_name, part, arch in ARCH_SPECIFIC_KERNELS:
+        why = kernel_blockers(file_name, capability, arch)
+        if why and not support[file_name.split("/")[0]][file_name]:
+            blocked.append(f"  {file_name}, {part}, {why}")
+            partly.add(file_name.split("/")[0])
+    full = [slug for slug, files in support.items() if not any(files.values()) and slug not in partly]
+    lines = [f"{device} has compute capability {_version(capability)}. Lessons whose kernels all run on it: "
+             + (", ".join(full) if full else "none") + "."]
+    if blocked:
+        lines += ["Not on this GPU (their launchers raise GPUUnavailable with the reason; the NumPy references and "
+                  "the figures recorded in mlsys_lab/data/ stand in):", *blocked]
+    return "\n".join(lines)
+
+
 def what_gpu_lessons_do() -> str:
     """What the GPU parts of the course will do on this machine, for the start page."""
     if on_gpu:
-        return (f"CuPy is active on {_selection.device}: the GPU cells compile and time real CUDA kernels here, "
+        text = (f"CuPy is active on {_selection.device}: the GPU cells compile and time real CUDA kernels here, "
                 "and every array in the lessons lives on this GPU.")
+        if _selection.compute_capability is not None:
+            text += "\n" + kernels_banner(_selection.device, _selection.compute_capability)
+        return text
     return ("NumPy is active: every lesson runs here. GPU cells run their NumPy reference instead, and show the "
             "figures recorded on an NVIDIA H200 (mlsys_lab/data/*.json, each with its device and date) beside "
             "what this machine measures.")

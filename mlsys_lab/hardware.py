@@ -21,6 +21,7 @@ from mlsys_lab.validation import check_choice, check_finite, check_int, check_po
 TB = 1e12
 GB = 1e9
 GiB = 2**30
+KiB = 2**10
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,11 @@ class Hardware:
     interconnect_bytes_per_s: dict[str, float] = field(default_factory=dict)  # per direction
     cache_bandwidth_bytes_per_s: dict[str, float] = field(default_factory=dict)  # "L2", "shared"
     source: str = ""
+    # The SM array, for GPUs (None elsewhere): streaming multiprocessors, the most shared memory one SM can give
+    # its blocks (bytes), and the compute capability (major, minor) that says which instructions it has.
+    sm_count: int | None = None
+    shared_memory_per_sm_bytes: int | None = None
+    compute_capability: tuple[int, int] | None = None
 
     def __post_init__(self):
         if not isinstance(self.peak_flop_per_s, dict) or not self.peak_flop_per_s:
@@ -48,6 +54,13 @@ class Hardware:
         for label in ("interconnect_bytes_per_s", "cache_bandwidth_bytes_per_s"):
             for link, rate in check_type(label, getattr(self, label), dict).items():
                 check_finite(f"{label}[{link!r}]", rate, low=0.0, low_inclusive=False)
+        for label in ("sm_count", "shared_memory_per_sm_bytes"):
+            if getattr(self, label) is not None:
+                check_int(label, getattr(self, label), low=1)
+        if self.compute_capability is not None:
+            cc = check_type("compute_capability", self.compute_capability, tuple)
+            if len(cc) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in cc):
+                raise ValueError(f"compute_capability must be (major, minor), two integers >= 0; got {cc!r}")
 
     def peak(self, dtype: str = "fp32") -> float:
         """Peak FLOP/s for ``dtype``."""
@@ -70,6 +83,7 @@ H200 = Hardware(
     memory_bytes=141 * GB,
     interconnect_bytes_per_s={"NVLink 4": 450 * GB, "PCIe 5 x16": 64 * GB, "InfiniBand NDR 400G": 50 * GB},
     source="NVIDIA H200 Tensor Core GPU datasheet (2024); tensor figures halved from 'with sparsity'",
+    sm_count=132, shared_memory_per_sm_bytes=228 * KiB, compute_capability=(9, 0),
 )
 
 # NVIDIA H100 SXM5 datasheet (2023): 80 GB HBM3 at 3.35 TB/s; same SM array and clocks as H200.
@@ -81,6 +95,7 @@ H100_SXM = Hardware(
     memory_bytes=80 * GB,
     interconnect_bytes_per_s={"NVLink 4": 450 * GB, "PCIe 5 x16": 64 * GB, "InfiniBand NDR 400G": 50 * GB},
     source="NVIDIA H100 Tensor Core GPU datasheet (2023); tensor figures halved from 'with sparsity'",
+    sm_count=132, shared_memory_per_sm_bytes=228 * KiB, compute_capability=(9, 0),
 )
 
 # NVIDIA A100 80GB SXM datasheet (2021): 2,039 GB/s HBM2e; FP64 9.7, FP32 19.5, TF32 156,
@@ -92,9 +107,14 @@ A100_80GB = Hardware(
     memory_bytes=80 * GB,
     interconnect_bytes_per_s={"NVLink 3": 300 * GB, "PCIe 4 x16": 32 * GB, "InfiniBand HDR 200G": 25 * GB},
     source="NVIDIA A100 Tensor Core GPU datasheet (2021)",
+    sm_count=108, shared_memory_per_sm_bytes=164 * KiB, compute_capability=(8, 0),
 )
 
 # The GPUs Colab lends (free tier: T4; paid: L4, A100 40GB).
+# SM arrays (all presets): SM counts from NVIDIA's whitepapers (Turing: T4 has 40 of the TU104's SMs, 2,560 CUDA
+# cores; Ada: L4 has 58 SMs, 7,424 CUDA cores; Ampere: A100 108 SMs; Hopper: H100/H200 SXM5 132 SMs); shared memory
+# per SM from the CUDA C++ Programming Guide, "Technical Specifications per Compute Capability": 64 KB on 7.5,
+# 164 KB on 8.0, 100 KB on 8.6/8.9, 228 KB on 9.0. bf16 tensor cores, cp.async and bf16 mma.sync start at 8.0.
 # NVIDIA A100 40GB SXM: as the 80GB part (same SMs and clocks) with HBM2 at 1,555 GB/s (A100 datasheet, 2021).
 A100_40GB = Hardware(
     name="NVIDIA A100 40GB SXM",
@@ -103,6 +123,7 @@ A100_40GB = Hardware(
     memory_bytes=40 * GB,
     interconnect_bytes_per_s={"NVLink 3": 300 * GB, "PCIe 4 x16": 32 * GB},
     source="NVIDIA A100 Tensor Core GPU datasheet (2021), 40GB SXM column",
+    sm_count=108, shared_memory_per_sm_bytes=164 * KiB, compute_capability=(8, 0),
 )
 
 # NVIDIA L4 datasheet (2023): 24 GB GDDR6 at 300 GB/s; FP32 30.3 TFLOPS; TF32 120*, BF16/FP16 242*,
@@ -114,6 +135,7 @@ L4 = Hardware(
     memory_bytes=24 * GB,
     interconnect_bytes_per_s={"PCIe 4 x16": 32 * GB},
     source="NVIDIA L4 Tensor Core GPU datasheet (2023); tensor figures halved from 'with sparsity'",
+    sm_count=58, shared_memory_per_sm_bytes=100 * KiB, compute_capability=(8, 9),
 )
 
 # NVIDIA T4 datasheet (2019): 16 GB GDDR6 at 320 GB/s; FP32 8.1 TFLOPS; FP16 (tensor cores, FP32 accumulate)
@@ -125,6 +147,7 @@ T4 = Hardware(
     memory_bytes=16 * GB,
     interconnect_bytes_per_s={"PCIe 3 x16": 16 * GB},
     source="NVIDIA T4 Tensor Core GPU datasheet (2019)",
+    sm_count=40, shared_memory_per_sm_bytes=64 * KiB, compute_capability=(7, 5),
 )
 
 # A generic 8-core desktop CPU with AVX2: 8 cores x 3.0 GHz x 2 FMA units x 8 fp32 lanes x 2 FLOP

@@ -1,6 +1,6 @@
 """The instructor's command line: ``mlsys-lab student`` and ``mlsys-lab grade``.
 
-    mlsys-lab student notebooks/ student/                     # hand out: student versions
+    mlsys-lab student notebooks/ notebooks/student/           # hand out: student versions
     mlsys-lab grade submissions/*.ipynb --reference notebooks/00_start_here.ipynb \\
         --csv grades.csv --timeout 30                          # collect and grade
 """

@@ -31,11 +31,29 @@ class GPUUnavailable(RuntimeError):
     """A CUDA kernel was asked for on a machine where the backend is NumPy."""
 
 
+class GPUTooOld(GPUUnavailable):
+    """The GPU answered, but lacks what the kernel is written with (a compute capability too old, or not the one an
+    architecture-specific build runs on): one clear line instead of the compiler's error log."""
+
+
 def require_gpu(what: str = "this kernel") -> None:
     """Raise :class:`GPUUnavailable`, saying why, unless the CuPy backend is active."""
     if not backend.on_gpu:
         raise GPUUnavailable(f"{what} needs a CUDA GPU, but {backend.describe()}. "
                              "Use the NumPy reference, or the figures recorded on a GPU in mlsys_lab/data/.")
+
+
+def require_capability(file_name: str, arch: str | None = None) -> None:
+    """Raise :class:`GPUTooOld` when this GPU cannot run ``file_name`` built for ``arch`` (``backend.KERNEL_NEEDS``)."""
+    capability = backend.compute_capability()
+    if capability is None:
+        return
+    why = backend.kernel_blockers(file_name, capability, arch)
+    if why:
+        device = backend.device_name()
+        raise GPUTooOld(f"{file_name}{f' for {arch}' if arch else ''} {why}; this GPU, {device}, has compute "
+                        f"capability {capability[0]}.{capability[1]}. Use the NumPy reference, or the figures "
+                        "recorded on a GPU in mlsys_lab/data/.")
 
 
 def sources() -> list[str]:
@@ -56,6 +74,12 @@ def read_source(file_name: str) -> str:
     return source_path(file_name).read_text()
 
 
+def include_options(file_name: str) -> tuple[str, ...]:
+    """``-I`` the source's own folder: NVRTC compiles the text, not the file, so ``#include "x.cuh"`` (helpers
+    shared by a lesson's kernels) is found only through it. ``nvcc`` finds it beside the file anyway."""
+    return (f"-I{source_path(file_name).parent}",)
+
+
 def define_options(defines: dict[str, int | float | str] | None) -> tuple[str, ...]:
     """``{"BM": 128}`` -> ``("-DBM=128",)``, sorted so equal sets give equal cache keys."""
     return tuple(f"-D{key}={value}" for key, value in sorted((defines or {}).items()))
@@ -63,8 +87,8 @@ def define_options(defines: dict[str, int | float | str] | None) -> tuple[str, .
 
 @functools.lru_cache(maxsize=None)
 def _module(file_name: str, options: tuple[str, ...], name_expressions: tuple[str, ...]):
-    return backend.xp.RawModule(code=read_source(file_name), options=DEFAULT_OPTIONS + options,
-                                name_expressions=name_expressions or None)
+    return backend.xp.RawModule(code=read_source(file_name), options=DEFAULT_OPTIONS + include_options(file_name)
+                                + options, name_expressions=name_expressions or None)
 
 
 def module(file_name: str, defines: dict | None = None, options: tuple[str, ...] = (),
@@ -74,8 +98,10 @@ def module(file_name: str, defines: dict | None = None, options: tuple[str, ...]
     ``name_expressions`` lists template instantiations to compile, e.g. ``("sgemm_2d<128, 128, 8, 8, 8>",)``.
     """
     require_gpu(file_name)
+    file_name = source_path(file_name).relative_to(KERNEL_DIR).as_posix()
+    require_capability(file_name)
     options = define_options(defines) + tuple(options)
-    return _module(source_path(file_name).relative_to(KERNEL_DIR).as_posix(), options, tuple(name_expressions))
+    return _module(file_name, options, tuple(name_expressions))
 
 
 def kernel(file_name: str, kernel_name: str, defines: dict | None = None, options: tuple[str, ...] = (),
@@ -92,6 +118,7 @@ def kernel(file_name: str, kernel_name: str, defines: dict | None = None, option
 @functools.lru_cache(maxsize=None)
 def _kernel(file_name: str, kernel_name: str, options: tuple[str, ...], arch: str | None):
     file_name = source_path(file_name).relative_to(KERNEL_DIR).as_posix()
+    require_capability(file_name, arch)  # here, once per kernel: a refused one raises and is not cached
     if arch is not None:
         return _module_for_arch(file_name, arch, options).get_function(kernel_name)
     names = (kernel_name,) if "<" in kernel_name else ()
@@ -104,7 +131,8 @@ def _module_for_arch(file_name: str, arch: str, options: tuple[str, ...]):
     nvrtc = backend.xp.cuda.nvrtc
     program = nvrtc.createProgram(read_source(file_name), file_name, (), ())
     try:
-        nvrtc.compileProgram(program, DEFAULT_OPTIONS + (f"--gpu-architecture={arch}",) + options)
+        nvrtc.compileProgram(program, DEFAULT_OPTIONS + include_options(file_name) + (f"--gpu-architecture={arch}",)
+                             + options)
         if hasattr(nvrtc, "getCUBIN"):
             binary, suffix = nvrtc.getCUBIN(program), ".cubin"
         else:

@@ -16,11 +16,15 @@ START_PAGE = "notebooks/00_start_here.ipynb"
 
 
 def test_readme_binder_badge_opens_the_start_page_in_lab():
+    """The badge opens the start page's handout (postBuild writes it); the solved start page is the other link."""
     readme = (ROOT / "README.md").read_text()
-    links = re.findall(r"\(https://mybinder\.org/v2/gh/[^)\s]+\)", readme)
-    assert links, "README has a Binder badge"
-    assert all(f"urlpath=lab/tree/{START_PAGE}" in link for link in links)
+    badge = re.search(r"\[!\[Binder\]\([^)]*\)\]\((https://mybinder\.org/v2/gh/[^)\s]+)\)", readme)
+    assert badge, "README has a Binder badge"
+    assert badge.group(1).endswith("urlpath=lab/tree/notebooks/student/00_start_here.ipynb")
+    links = re.findall(r"\((https://mybinder\.org/v2/gh/[^)\s]+)\)", readme)
+    assert set(links) == {badge.group(1), badge.group(1).replace("notebooks/student/", "notebooks/")}
     assert (ROOT / START_PAGE).exists()
+    assert "mlsys-lab student notebooks notebooks/student" in (ROOT / "binder" / "postBuild").read_text()
 
 
 def test_binder_image_is_lean():

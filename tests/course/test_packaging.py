@@ -44,7 +44,10 @@ def _source(cell):
 def test_notebook_is_committed_executed_without_errors(path):
     cells = [c for c in _cells(path) if _source(c).strip()]
     assert cells, "a lesson has code"
-    unrun = [i for i, c in enumerate(cells) if c["execution_count"] is None]
+    # The Colab setup cell (mlsys_lab.course.colab) is stored unexecuted and without outputs, by design.
+    colab_setup = [i for i, c in enumerate(cells) if c["metadata"].get("mlsys_lab", {}).get("role") == "colab-setup"]
+    assert all(not cells[i]["outputs"] for i in colab_setup), "the Colab setup cell is stored without outputs"
+    unrun = [i for i, c in enumerate(cells) if c["execution_count"] is None and i not in colab_setup]
     assert not unrun, f"code cells {unrun} were never executed: run `make execute NB={path.relative_to(ROOT)}`"
     assert any(c["outputs"] for c in cells), "no stored outputs: nbval would compare nothing"
     errors = [i for i, c in enumerate(cells) if any(o["output_type"] == "error" for o in c["outputs"])]
@@ -88,18 +91,45 @@ print('\n'.join(bad))
 
 
 CU_FILES = sorted((ROOT / "mlsys_lab" / "kernels").glob("*/*.cu"))
+# The GPUs the course compiles for: Turing (Colab's T4), Ampere (A100), Ada (L4), Hopper (H100/H200).
+COURSE_ARCHS = ((7, 5), (8, 0), (8, 9), (9, 0))
 
 
-@pytest.mark.parametrize("path", CU_FILES, ids=lambda p: p.name)
-def test_cuda_kernel_compiles_for_hopper(path, tmp_path):
+def _nvcc():
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         if os.environ.get("CI"):
             pytest.fail("nvcc is missing on CI: kernels must be compile-checked there")
         pytest.skip("nvcc not found: install the CUDA toolkit to compile-check kernels")
-    result = subprocess.run([nvcc, "-arch=sm_90", "--ptx", "-o", str(tmp_path / "k.ptx"), str(path)],
-                            capture_output=True, text=True)
+    return nvcc
+
+
+@pytest.mark.parametrize("path", CU_FILES, ids=lambda p: p.name)
+def test_cuda_kernel_compiles_for_every_course_gpu(path, tmp_path):
+    """Does each kernel assemble (ptxas, not only PTX) for every GPU of the course it claims to run on, and fail,
+    for the reason it states, on the ones backend.KERNEL_NEEDS says it cannot? One nvcc run per kernel: the source
+    goes through the front end once (for the oldest architecture it supports) and ptxas makes each SASS target;
+    architecture-specific builds (wgmma's sm_90a) get their own target."""
+    from mlsys_lab import backend
+
+    nvcc = _nvcc()
+    name = path.relative_to(ROOT / "mlsys_lab" / "kernels").as_posix()
+    least, what = backend.KERNEL_NEEDS.get(name, (COURSE_ARCHS[0], ""))
+    supported = [f"{a}{b}" for a, b in COURSE_ARCHS if (a, b) >= least]
+    gencode = ["-gencode", f"arch=compute_{supported[0]},code=[{','.join(f'sm_{a}' for a in supported)}]"]
+    for file_name, _, arch in backend.ARCH_SPECIFIC_KERNELS:
+        if file_name == name:
+            gencode += ["-gencode", f"arch=compute_{arch[3:]},code=sm_{arch[3:]}"]
+    result = subprocess.run([nvcc, "-std=c++17", "--fatbin", "--threads", "2", *gencode, "-o",
+                             str(tmp_path / "k.fatbin"), str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+    older = [f"{a}{b}" for a, b in COURSE_ARCHS if (a, b) < least]
+    if older:  # the table's claim, proved: the newest GPU it excludes cannot assemble it, for want of that feature
+        refused = subprocess.run([nvcc, "-std=c++17", "-cubin", f"-arch=sm_{older[-1]}", "-o",
+                                  str(tmp_path / "old.cubin"), str(path)], capture_output=True, text=True)
+        assert refused.returncode != 0, f"{name} assembles for sm_{older[-1]}: backend.KERNEL_NEEDS is too strict"
+        assert f"requires .target sm_{least[0]}{least[1]} or higher" in refused.stderr, refused.stderr[-2000:]
+        assert what
 
 
 def test_code_is_ruff_clean():

@@ -126,14 +126,6 @@ def _step(step: str | Bf16Step) -> Bf16Step:
     return STEPS[check_choice("step", step, STEPS)] if isinstance(step, str) else step
 
 
-def _require_arch(step: Bf16Step) -> None:
-    capability = backend.xp.cuda.Device().compute_capability  # "90" on H100 / H200
-    if step.arch == "sm_90a" and capability != "90":
-        raise loader.GPUUnavailable(
-            f"step {step.name!r} uses Hopper's wgmma and TMA, compiled for sm_90a only; this GPU has compute "
-            f"capability {capability[:-1]}.{capability[-1]}. Run the 'pipeline' step instead.")
-
-
 def compiled_step(step: str | Bf16Step):
     """The compiled ``cupy.RawKernel`` of a step, with its dynamic shared memory limit raised (cached)."""
     step = _step(step)
@@ -143,8 +135,13 @@ def compiled_step(step: str | Bf16Step):
 
 @functools.lru_cache(maxsize=None)
 def _compiled(step: Bf16Step):
-    _require_arch(step)
-    fn = loader.kernel(SOURCE, step.function, arch=step.arch)
+    """The loader refuses a GPU without the step's instructions (``GPUTooOld``: wgmma needs exactly 9.0, the
+    others 8.0), naming its compute capability, before anything is compiled."""
+    try:
+        fn = loader.kernel(SOURCE, step.function, arch=step.arch)
+    except loader.GPUTooOld as exc:
+        other = " The 'pipeline' step runs from compute capability 8.0 on." if step.arch == "sm_90a" else ""
+        raise loader.GPUTooOld(f"BF16 GEMM step {step.name!r}: {exc}{other}") from None
     if step.dynamic_smem_bytes:
         fn.max_dynamic_shared_size_bytes = step.dynamic_smem_bytes
     return fn

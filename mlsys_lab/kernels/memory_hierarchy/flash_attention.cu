@@ -27,49 +27,7 @@
 #define FA_DN (HEAD_DIM / 8)   // n8 tiles of O
 #define NEG_INF __int_as_float(0xff800000)  // -infinity without math.h (NVRTC)
 
-typedef unsigned short bf16_t;  // the bits of a bfloat16: sign, 8 exponent bits, 7 mantissa bits
-
-__device__ __forceinline__ unsigned smem_u32(const void* p) {  // generic -> shared-window address
-    unsigned r;
-    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-    return r;
-}
-
-// Two floats -> one register of two bf16 (round to nearest even); lo lands in the low 16 bits.
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-// ldmatrix.x4: four 8 x 8 matrices of 16-bit values; lane l gives the address of row l % 8 of matrix
-// l / 8, and receives, of each matrix, row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1: exactly the
-// mma.sync fragment layout. The .trans form hands out the transpose: V is stored (key, d) but P·V
-// needs fragments whose pairs run along the key axis.
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-// D (16 x 8, fp32) += A (16 x 16, bf16, row) · B (16 x 8, bf16, col): one warp, one instruction.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                 "{%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void cp_async_16(unsigned smem_addr, const void* gmem) {  // 16 bytes, L2 only
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
+#include "tensor_core_ptx.cuh"  // bf16_t, smem_u32, pack_bf16, ldmatrix_x4(_trans), mma_bf16, cp_async_*
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a swizzled tile with HEAD_DIM-long rows.
 __device__ __forceinline__ int fa_offset(int row, int chunk) { return row * HEAD_DIM + ((chunk ^ (row & 7)) << 3); }
