@@ -52,11 +52,13 @@ endif
 test-gpu: $(GPU_DEPS)
 	MLSYS_LAB_BACKEND=cupy $(GPU_PY) -m pytest --nbval-lax --nbval-current-env -q -rs $(GPU_TESTS)
 
-# Re-run notebooks (all, or NB=notebooks/03_roofline.ipynb) and store their outputs.
+# Re-run notebooks (all, or NB=notebooks/03_roofline.ipynb), store their outputs, and remake the handouts.
 execute: $(VENV)/.course
 	$(BIN)/python -m mlsys_lab.course.execute $(NB)
+	$(BIN)/mlsys-lab student notebooks notebooks/student
 
-# Handouts go beside the lessons (as on Binder), so the Lab that `make lab` opens shows them.
+# Handouts go beside the lessons, so the Lab that `make lab` opens shows them; they are committed, because the
+# Colab and Binder badges open them from the repository (tests/course/test_student.py checks they are current).
 student: $(VENV)/.course
 	$(BIN)/mlsys-lab student notebooks notebooks/student
 
@@ -70,4 +72,4 @@ bench: $(VENV)/.course
 	$(BIN)/python benchmarks/widget_latency.py
 
 clean:
-	rm -rf $(VENV) notebooks/student artifacts
+	rm -rf $(VENV) artifacts

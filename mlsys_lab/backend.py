@@ -90,9 +90,12 @@ def _probe_cupy() -> tuple[ModuleType | None, str, str, tuple[int, int] | None]:
 
 def choose(requested: str | None = None) -> Selection:
     """Choose the backend for ``requested`` ("auto", "numpy" or "cupy"; default: the env var)."""
+    if requested is not None and not isinstance(requested, str):
+        raise TypeError(f"requested must be None or one of {', '.join(CHOICES)}; got {requested!r:.40}")
+    given = " (given as the argument requested)" if requested else ""  # where the bad value came from
     requested = (requested or os.environ.get(ENV_VAR) or "auto").strip().lower()
     if requested not in CHOICES:
-        raise ValueError(f"{ENV_VAR} must be one of {', '.join(CHOICES)}; got {requested!r}")
+        raise ValueError(f"{ENV_VAR} must be one of {', '.join(CHOICES)}; got {requested!r}{given}")
     if requested == "numpy":
         return Selection("numpy", numpy, f"forced by {ENV_VAR}=numpy", "CPU")
     module, reason, device, capability = _probe_cupy()
@@ -171,8 +174,19 @@ def _version(capability: tuple[int, int]) -> str:
     return f"{capability[0]}.{capability[1]}"
 
 
+def _check_capability(capability) -> None:
+    if not (isinstance(capability, tuple) and len(capability) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 100 for v in capability)):
+        raise TypeError(f"capability must be a (major, minor) pair of ints such as (9, 0); got {capability!r:.40}")
+
+
 def kernel_blockers(file_name: str, capability: tuple[int, int], arch: str | None = None) -> str | None:
     """Why a GPU of ``capability`` cannot run ``file_name`` ("<slug>/<name>.cu") built for ``arch``; None if it can."""
+    if not isinstance(file_name, str):
+        raise TypeError(f"file_name must be a str such as 'memory_hierarchy/sgemm.cu'; got {file_name!r:.40}")
+    if arch is not None and not isinstance(arch, str):
+        raise TypeError(f"arch must be None or an architecture name (str) such as 'sm_90a'; got {arch!r:.40}")
+    _check_capability(capability)
     if arch in ARCH_SPECIFIC:
         exact, what = ARCH_SPECIFIC[arch]
         if capability != exact:
@@ -186,6 +200,7 @@ def kernel_blockers(file_name: str, capability: tuple[int, int], arch: str | Non
 
 def kernel_support(capability: tuple[int, int]) -> dict[str, dict[str, str | None]]:
     """For each lesson with kernels: {slug: {file: None when it runs on ``capability``, else why not}}."""
+    _check_capability(capability)
     support: dict[str, dict[str, str | None]] = {}
     for path in sorted(KERNEL_DIR.glob("*/*.cu")):
         file_name = path.relative_to(KERNEL_DIR).as_posix()
@@ -195,6 +210,9 @@ def kernel_support(capability: tuple[int, int]) -> dict[str, dict[str, str | Non
 
 def kernels_banner(device: str, capability: tuple[int, int]) -> str:
     """Which lessons' kernels a GPU runs: 'all' per lesson, or the files it cannot run and what they need."""
+    if not isinstance(device, str):
+        raise TypeError(f"device must be the GPU's name (str); got {device!r:.40}")
+    _check_capability(capability)
     support = kernel_support(capability)
     blocked = [f"  {file_name} {why}" for files in support.values() for file_name, why in files.items() if why]
     partly = set()

@@ -68,20 +68,30 @@ def mse_loss(prediction, target) -> tuple[float, object]:
 
 def gelu(x):
     """GELU, tanh form (Hendrycks & Gimpel 2016): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    _check_elementwise(x)
     return 0.5 * x * (1 + module_of(x).tanh(GELU_C * (x + 0.044715 * x**3)))
 
 
 def gelu_grad(x):
     """d gelu / dx of the tanh form: 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²), t the tanh."""
+    _check_elementwise(x)
     t = module_of(x).tanh(GELU_C * (x + 0.044715 * x**3))
     return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x**2)
+
+
+def _check_elementwise(x) -> None:
+    """An elementwise function's input: a number or an array of numbers (dtype checked, values not: cheap)."""
+    if isinstance(x, bool) or not (isinstance(x, (int, float)) or getattr(x, "dtype", None) is not None):
+        raise TypeError(f"x must be a number or an array of numbers; got {type(x).__name__} {x!r:.40}")
+    if getattr(x, "dtype", None) is not None and x.dtype.kind not in "fiu":
+        raise TypeError(f"x must be an array of numbers; got dtype {x.dtype}")
 
 
 def accuracy(logits, labels) -> float:
     """Fraction of rows whose largest logit is the label."""
     check_array("logits", logits, ndim=(1, 2), kinds="fiu")
-    if check_array("labels", labels, kinds="iu", min_size=0).shape != logits.shape[:-1]:
-        raise ValueError(f"labels must have shape {logits.shape[:-1]}, one per row of logits; got {labels.shape}")
+    if (shape := check_array("labels", labels, kinds="iu", min_size=0).shape) != logits.shape[:-1]:
+        raise ValueError(f"labels must have shape {logits.shape[:-1]}, one per row of logits; got {shape}")
     return float((logits.argmax(axis=-1) == labels).mean())
 
 

@@ -34,7 +34,19 @@ def path(name: str) -> Path:
 
 def exists(name: str) -> bool:
     """Whether record ``name`` has been recorded (some are written only after a GPU run)."""
-    return isinstance(name, str) and name.removesuffix(".json") in names()
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a record name (str), got {type(name).__name__}")
+    return name.removesuffix(".json") in names()
+
+
+def check_name(parameter: str, name) -> str:
+    """``name`` as a record name for the argument ``parameter`` (e.g. ``measured_file``): TypeError for a non-str,
+    ValueError listing the records for an unknown one, each naming ``parameter``."""
+    if not isinstance(name, str):
+        raise TypeError(f"{parameter} must be a record name (str); got {type(name).__name__}")
+    if not exists(name):
+        raise ValueError(f"{parameter} must be one of the recorded measurements ({', '.join(names())}); got {name!r}")
+    return name
 
 
 def load(name: str) -> dict:

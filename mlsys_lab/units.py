@@ -31,6 +31,7 @@ def bytes_per_element(dtype: str) -> float:
 
 def format_bytes(n_bytes: float) -> str:
     """Human units, powers of 1000 (as GPU datasheets count): 1.5 GB, 230 MB, 12 kB."""
+    check_number("n_bytes", n_bytes)
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n_bytes) >= scale:
             return f"{n_bytes / scale:.3g} {unit}"
@@ -39,6 +40,7 @@ def format_bytes(n_bytes: float) -> str:
 
 def format_seconds(seconds: float) -> str:
     """Format a duration with a sensible unit: 12.3 µs, 4.56 ms, 1.20 s."""
+    check_number("seconds", seconds)
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
@@ -60,6 +62,8 @@ def format_si(value: float, unit: str) -> str:
     ``format_si(9.9e14, "FLOP/s")`` -> '990 TFLOP/s'; ``format_si(2.1e9, "FLOP")`` -> '2.1 GFLOP'.
     """
     value = check_number("value", value)
+    if not isinstance(unit, str):
+        raise TypeError(f"unit must be a str such as 'B/s' or 'FLOP'; got {type(unit).__name__}")
     for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= scale:
             return f"{value / scale:.3g} {prefix}{unit}"

@@ -96,10 +96,11 @@ def check_type(name: str, value, kinds: type | tuple[type, ...]):
 
 
 def check_array(name: str, value, *, ndim: int | tuple[int, ...] | None = None, kinds: str = "fiu",
-                finite: bool = False, min_size: int = 1):
+                finite: bool = False, min_size: int = 1, shape: tuple | None = None):
     """``value`` as an array of numbers (NumPy, or CuPy left on the GPU): TypeError unless its dtype kind is in
     ``kinds`` ('f' float, 'i'/'u' integer, 'b' bool); ValueError for another number of dimensions, fewer than
-    ``min_size`` elements or, with ``finite``, a NaN or inf. Every message names ``name``."""
+    ``min_size`` elements, another ``shape`` (a tuple whose None entries match any length: ``(n, None)``) or,
+    with ``finite``, a NaN or inf. Every message names ``name``."""
     import numpy as np
 
     if hasattr(value, "dtype") and hasattr(value, "shape") and hasattr(value, "ndim"):
@@ -117,9 +118,31 @@ def check_array(name: str, value, *, ndim: int | tuple[int, ...] | None = None, 
         raise ValueError(f"{name} must have {' or '.join(map(str, dims))} dimensions; got shape {tuple(array.shape)}")
     if array.size < min_size:
         raise ValueError(f"{name} must have at least {min_size} element(s); got shape {tuple(array.shape)}")
+    if shape is not None and (array.ndim != len(shape)
+                              or any(w is not None and g != w for g, w in zip(array.shape, shape, strict=False))):
+        wanted = ", ".join("any" if want is None else str(want) for want in shape) + ("," if len(shape) == 1 else "")
+        raise ValueError(f"{name} must have shape ({wanted}); got {tuple(array.shape)}")
     if finite and array.dtype.kind == "f" and not bool((abs(array) < float("inf")).all()):
         raise ValueError(f"{name} must hold finite numbers (no NaN or inf)")
     return array
+
+
+def check_sequence(name: str, value, *, min_size: int = 0, max_size: int | None = None) -> list:
+    """``value`` as a list: a list or tuple (not a string, not a scalar) of ``min_size`` to ``max_size`` items."""
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list or tuple; got {type(value).__name__} {value!r:.60}")
+    if len(value) < min_size or (max_size is not None and len(value) > max_size):
+        raise ValueError(f"{name} must hold {_range_text(min_size, max_size)} item(s); got {len(value)}")
+    return list(value)
+
+
+def check_str(name: str, value, *, nonempty: bool = True) -> str:
+    """A name, a path, a pattern: a str (non-empty unless ``nonempty=False``), TypeError/ValueError naming ``name``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str; got {type(value).__name__} {value!r:.60}")
+    if nonempty and not value:
+        raise ValueError(f"{name} must be a non-empty str; got ''")
+    return value
 
 
 def check_index_array(name: str, indices, n: int, *, of_name: str):
@@ -175,6 +198,23 @@ def check_divides(name: str, value: int, *, of_name: str, of_value: int) -> int:
 
 # --- checking a result against its reference ----------------------------------------------------------
 
+def _as_float64(name: str, value):
+    """``value`` (NumPy or CuPy) as a float64 NumPy array; TypeError naming ``name`` for non-numbers. NaN is kept:
+    a NaN result must come out as a NaN error, which fails every tolerance."""
+    import numpy as np
+
+    from mlsys_lab import backend
+
+    array = np.asarray(backend.asnumpy(value))
+    try:
+        if array.dtype.kind not in "fiubcO":  # strings, bytes, dates: not numbers (objects: as NumPy converts them)
+            raise TypeError
+        return array.astype(np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be an array of numbers; got {type(value).__name__} of dtype {array.dtype}") \
+            from error
+
+
 def relative_error(got, expected) -> float:
     """‖got − expected‖_F / ‖expected‖_F in float64, for arrays of either backend (NumPy or CuPy).
 
@@ -183,10 +223,8 @@ def relative_error(got, expected) -> float:
     """
     import numpy as np
 
-    from mlsys_lab import backend
 
-    got64 = np.asarray(backend.asnumpy(got), dtype=np.float64)
-    exp64 = np.asarray(backend.asnumpy(expected), dtype=np.float64)
+    got64, exp64 = _as_float64("got", got), _as_float64("expected", expected)
     if got64.shape != exp64.shape:
         raise ValueError(f"got must have the shape of expected {exp64.shape}; got {got64.shape}")
     return float(np.linalg.norm(got64 - exp64) / max(np.linalg.norm(exp64), 1e-300))
@@ -196,10 +234,8 @@ def max_relative_error(got, expected) -> float:
     """max |got − expected| / max |expected| in float64: the worst element, scaled by the largest one."""
     import numpy as np
 
-    from mlsys_lab import backend
 
-    got64 = np.asarray(backend.asnumpy(got), dtype=np.float64)
-    exp64 = np.asarray(backend.asnumpy(expected), dtype=np.float64)
+    got64, exp64 = _as_float64("got", got), _as_float64("expected", expected)
     if got64.shape != exp64.shape:
         raise ValueError(f"got must have the shape of expected {exp64.shape}; got {got64.shape}")
     return float(np.abs(got64 - exp64).max() / max(np.abs(exp64).max(), 1e-30))

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 
 from mlsys_lab.kernels.memory_hierarchy.local_memory import parse_ptxas
+from mlsys_lab.validation import check_str
 
 # PTX opcode prefixes grouped into classes (PTX ISA 8.x). v4 loads count as one instruction.
 INSTRUCTION_CLASSES: dict[str, tuple[str, ...]] = {
@@ -29,6 +30,8 @@ INSTRUCTION_CLASSES: dict[str, tuple[str, ...]] = {
 
 def entry_body(ptx: str, entry: str) -> str:
     """The PTX text of one kernel (``.entry <name>(`` up to the next ``.entry``); ValueError if absent."""
+    check_str("ptx", ptx, nonempty=False)
+    check_str("entry", entry)
     match = re.search(rf"\.entry\s+{re.escape(entry)}\s*\(", ptx)
     if match is None:
         raise ValueError(f"entry must name a kernel in the PTX; {entry!r} is not there")
@@ -42,6 +45,7 @@ def count_ptx_instructions(ptx: str, entry: str | None = None) -> dict[str, int]
     Counts each instruction line of the text once, however often it runs: a *static* count.
     ``entry`` restricts the count to one kernel of the module.
     """
+    check_str("ptx", ptx, nonempty=False)
     if entry is not None:
         ptx = entry_body(ptx, entry)
     counts = dict.fromkeys(INSTRUCTION_CLASSES, 0)

@@ -21,8 +21,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from mlsys_lab.autotuning.surrogate import gp_posterior
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.autotuning.surrogate import check_table, gp_posterior
+from mlsys_lab.validation import check_array, check_choice, check_finite, check_int, check_number
 
 Strategy = Callable[[np.ndarray, np.ndarray, int, int], np.ndarray]
 
@@ -60,6 +60,8 @@ def grid_search(features: np.ndarray, seconds: np.ndarray, budget: int, seed: in
     A partly measured space has no complete factorial grid (:func:`factorial_grid`); this is the sweep a
     grid tuner makes through the configs that exist, the first knob varying slowest.
     """
+    features, seconds = check_table(features, seconds)
+    check_int("seed", seed, low=0)
     n = len(seconds)
     budget = check_int("budget", budget, low=1, high=n)
     features = np.asarray(features)
@@ -73,6 +75,8 @@ def grid_search(features: np.ndarray, seconds: np.ndarray, budget: int, seed: in
 
 def random_search(features: np.ndarray, seconds: np.ndarray, budget: int, seed: int = 0) -> np.ndarray:
     """``budget`` distinct configs drawn uniformly at random."""
+    features, seconds = check_table(features, seconds)
+    check_int("seed", seed, low=0)
     budget = check_int("budget", budget, low=1, high=len(seconds))
     return np.random.default_rng(seed).permutation(len(seconds))[:budget]
 
@@ -83,6 +87,10 @@ def model_guided_search(features: np.ndarray, seconds: np.ndarray, budget: int, 
 
     Works on log(seconds); ``features`` should be standardized. Only measured configs' times are used.
     """
+    features, seconds = check_table(features, seconds)
+    check_int("seed", seed, low=0)
+    check_int("n_initial", n_initial, low=1)
+    check_finite("kappa", kappa)
     n = len(seconds)
     budget = check_int("budget", budget, low=1, high=n)
     order = list(np.random.default_rng(seed).permutation(n)[:min(n_initial, budget)])
@@ -98,9 +106,12 @@ def model_guided_search(features: np.ndarray, seconds: np.ndarray, budget: int, 
 def search_curves(strategy: Strategy, features: np.ndarray, seconds: np.ndarray, budget: int,
                   seeds: int = 20) -> np.ndarray:
     """Best-found time / true best after each evaluation: shape (seeds, budget); 1.0 = found the optimum."""
+    if not callable(strategy):
+        raise TypeError(f"strategy must be a search function (features, seconds, budget, seed); got {strategy!r:.40}")
+    features, seconds = check_table(features, seconds)
     seconds = np.asarray(seconds, dtype=float)
     rows = []
-    for seed in range(check_int("seeds", seeds, low=1)):
+    for seed in range(check_int("seeds", seeds, low=1, high=10**4)):
         picked = strategy(features, seconds, budget, seed)
         rows.append(np.minimum.accumulate(seconds[picked]) / seconds.min())
     return np.vstack(rows)
@@ -108,6 +119,8 @@ def search_curves(strategy: Strategy, features: np.ndarray, seconds: np.ndarray,
 
 def evaluations_to_reach(curves: np.ndarray, within: float = 1.05) -> np.ndarray:
     """Per seed: evaluations needed to find a config within ``within`` x the best (budget + 1 = never)."""
+    curves = check_array("curves", curves, ndim=2, finite=True)
+    check_number("within", within, low=1.0)
     hit = curves <= within
     return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, curves.shape[1] + 1)
 

@@ -12,7 +12,7 @@ import numpy as np
 from mlsys_lab import records
 from mlsys_lab.autotuning.features import STATIC_FEATURES
 from mlsys_lab.autotuning.stats import standardize
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_array, check_int
 
 RAW_PARAMETERS = ("BM", "BN", "BK", "TM", "TN", "UNROLL", "VEC", "PIPE")
 
@@ -24,6 +24,8 @@ def load_gpu_space(measured_file: str = "autotune_gpu.json",
     Returns ``{"raw": (n, 8) parameters, "static": (n, 14) counts, "seconds": (n,), "configs": [...],
     "meta": {...}}``: rows are the configurations both files hold, in the order they were measured.
     """
+    records.check_name("measured_file", measured_file)
+    records.check_name("static_file", static_file)
     measured, static = records.load(measured_file), records.load(static_file)
     features_of = {tuple(row["config"][p] for p in RAW_PARAMETERS): row["features"]
                    for row in static["configs"]}
@@ -51,7 +53,13 @@ def recorded_space() -> dict:
 
 def neighbour_jumps(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
     """Ruggedness: |log(t_a / t_b)| over pairs of configs that differ in exactly one parameter."""
-    features = np.asarray(features)
+    features = np.asarray(check_array("features", features, ndim=2))
+    seconds = check_array("seconds", seconds, ndim=1, finite=True)
+    if len(seconds) != len(features):
+        raise ValueError(f"seconds must hold one time per row of features ({len(features)}); got {len(seconds)}")
+    if (seconds <= 0).any() or len(features) > 2**13:  # (n, n, d) pairwise comparison below
+        raise ValueError(f"seconds must be run times > 0 of at most 2**13 configs (rows of features); "
+                         f"got {len(seconds)}, min {seconds.min():g}")
     log_t = np.log(np.asarray(seconds, dtype=float))
     differ = (features[:, None, :] != features[None, :, :]).sum(-1)
     a, b = np.nonzero(np.triu(differ == 1))

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlsys_lab.validation import check_array, check_bool
+
 
 def ranks(values: np.ndarray) -> np.ndarray:
     """Ranks 1..n, ties given their average rank (as in Spearman's definition)."""
-    values = np.asarray(values, dtype=float)
+    values = np.asarray(check_array("values", values, ndim=1, min_size=0), dtype=float)
     order = np.argsort(values, kind="mergesort")
     ranked = np.empty(len(values))
     ranked[order] = np.arange(1, len(values) + 1)
@@ -22,7 +24,8 @@ def ranks(values: np.ndarray) -> np.ndarray:
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman rank correlation: the Pearson correlation of the ranks (1 = same order, -1 = reversed)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    x = np.asarray(check_array("x", x, ndim=1, finite=True), dtype=float)
+    y = np.asarray(check_array("y", y, ndim=1, finite=True), dtype=float)
     if x.shape != y.shape or x.size < 2:
         raise ValueError(f"x and y must be 1-D of equal length >= 2; got {x.shape} and {y.shape}")
     rx, ry = ranks(x), ranks(y)
@@ -33,8 +36,8 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 def standardize(features: np.ndarray, log: bool = False) -> np.ndarray:
     """Columns to zero mean, unit spread (constant columns to 0); ``log`` takes log1p first (counts)."""
-    x = np.asarray(features, dtype=float)
-    if log:
+    x = np.asarray(check_array("features", features, ndim=(1, 2), finite=True), dtype=float)
+    if check_bool("log", log):
         x = np.log1p(np.maximum(x, 0))
     spread = x.std(axis=0)
     return (x - x.mean(axis=0)) / np.where(spread > 0, spread, 1.0)

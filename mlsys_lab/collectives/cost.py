@@ -110,6 +110,8 @@ def bus_bandwidth(collective: str, n_bytes, seconds, n_ranks: int):
     """busbw = algbw × factor (nccl-tests): the per-link rate, comparable to the hardware peak.
 
     all_reduce: 2(p−1)/p; reduce_scatter, all_gather, all_to_all: (p−1)/p; broadcast, reduce: 1.
+    ``n_bytes`` is the size nccl-tests prints: the vector every rank holds for all_reduce, broadcast and
+    reduce, and the *gathered* (total) vector for all_gather and reduce_scatter, of which each rank holds n/p.
     """
     check_choice("collective", collective, BUS_FACTOR)
     p = check_int("n_ranks", n_ranks, low=1)

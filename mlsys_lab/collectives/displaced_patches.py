@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsys_lab.validation import check_int, check_number
+from mlsys_lab.validation import check_array, check_finite, check_int, check_number, check_positive
 
 
 def smooth_covariance(n_pixels: int, length_scale: float = 4.0, jitter: float = 1e-3) -> np.ndarray:
     """Σ_ij = exp(-(i - j)² / 2ℓ²) + jitter·δ_ij: a 1-D "image" whose nearby pixels are correlated."""
-    check_int("n_pixels", n_pixels, low=2)
-    check_number("length_scale", length_scale, low=0, low_inclusive=False)
+    check_int("n_pixels", n_pixels, low=2, high=4096)  # an (n, n) matrix
+    check_positive("length_scale", length_scale)
+    check_finite("jitter", jitter, low=0.0)
     i = np.arange(n_pixels)
     return np.exp(-((i[:, None] - i[None, :]) ** 2) / (2 * length_scale**2)) + jitter * np.eye(n_pixels)
 
@@ -31,7 +32,13 @@ def smooth_covariance(n_pixels: int, length_scale: float = 4.0, jitter: float = 
 def alpha_bar_schedule(n_steps: int, beta_min: float = 1e-4, beta_max: float = 0.02, n_train: int = 1000) -> np.ndarray:
     """ᾱ at ``n_steps`` evenly spaced timesteps of DDPM's linear β schedule (1000 training steps),
     from the noisiest (t = 999) down to the cleanest (t = 0)."""
+    n_train = check_int("n_train", n_train, low=1, high=10**6)
     check_int("n_steps", n_steps, low=1, high=n_train)
+    check_number("beta_min", beta_min, low=0.0, high=1.0, high_inclusive=False)
+    check_number("beta_max", beta_max, low=0.0, high=1.0, high_inclusive=False)
+    if beta_max < beta_min:
+        raise ValueError(f"beta_max must be >= beta_min={beta_min:g} (noise grows along the schedule); "
+                         f"got {beta_max:g}")
     alpha_bar = np.cumprod(1.0 - np.linspace(beta_min, beta_max, n_train))
     timesteps = np.linspace(n_train - 1, 0, n_steps).round().astype(int)
     return alpha_bar[timesteps]
@@ -49,7 +56,11 @@ def ddim_sample(x_noise: np.ndarray, sigma: np.ndarray, n_steps: int, n_patches:
     every step after the first, each patch computes its ε̂ from its own fresh values and the *previous*
     step's values of the other patches. The first step is synchronous (DistriFusion's warm-up step).
     """
-    n_pixels = sigma.shape[0]
+    n_pixels = check_array("sigma", sigma, ndim=2, kinds="f", finite=True).shape[0]
+    if sigma.shape != (n_pixels, n_pixels):
+        raise ValueError(f"sigma must be a square (n_pixels, n_pixels) covariance; got shape {sigma.shape}")
+    if check_array("x_noise", x_noise, ndim=(1, 2), finite=True).shape[0] != n_pixels:
+        raise ValueError(f"x_noise must have one row per pixel of sigma ({n_pixels}); got shape {x_noise.shape}")
     check_int("n_patches", n_patches, low=1, high=n_pixels)
     alpha_bars = alpha_bar_schedule(n_steps)
     operators = _eps_operators(sigma, alpha_bars)
@@ -77,7 +88,10 @@ def staleness_error(n_pixels: int = 64, n_steps: int = 50, n_patches: int = 4, n
     """Relative difference between patch-parallel and synchronous samples from the same noise:
     ‖x_parallel − x_sync‖ / ‖x_sync‖ over ``n_samples`` images."""
     sigma = smooth_covariance(n_pixels)
-    noise = np.random.default_rng(seed).standard_normal((n_pixels, n_samples))
+    check_int("n_steps", n_steps, low=1, high=1000)
+    check_int("n_patches", n_patches, low=1, high=n_pixels)
+    check_int("n_samples", n_samples, low=1, high=2**16)
+    noise = np.random.default_rng(check_int("seed", seed, low=0)).standard_normal((n_pixels, n_samples))
     sync = ddim_sample(noise, sigma, n_steps)
     parallel = ddim_sample(noise, sigma, n_steps, n_patches)
     return float(np.linalg.norm(parallel - sync) / np.linalg.norm(sync))

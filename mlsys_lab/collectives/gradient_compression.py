@@ -18,15 +18,27 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsys_lab.collectives.simulate import all_gather, ring_allreduce
-from mlsys_lab.validation import check_choice, check_int, check_positive
+from mlsys_lab.validation import (
+    check_array,
+    check_bool,
+    check_choice,
+    check_finite,
+    check_int,
+    check_number,
+    check_sequence,
+    check_type,
+)
 
 METHODS = ("none", "topk", "powersgd")
+MAX_LR = 10.0  # SGD on these problems overflows long before: a larger step is a typo, not an experiment
 
 
 def top_k(vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k largest-magnitude entries of a 1-D array: (int32 indices, values)."""
-    vector = np.asarray(vector)
-    k = check_int("k", k, low=0, high=vector.size)
+    vector = np.asarray(check_array("vector", vector, ndim=1, min_size=0))
+    k = check_int("k", k, low=0)
+    if k > vector.size:
+        raise ValueError(f"k must be at most the size of vector, {vector.size}; got {k}")
     if k == 0:
         return np.zeros(0, dtype=np.int32), vector[:0].copy()
     index = np.argpartition(np.abs(vector), vector.size - k)[vector.size - k :]
@@ -35,6 +47,7 @@ def top_k(vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def orthonormalize(matrix: np.ndarray) -> np.ndarray:
     """Orthonormal columns spanning ``matrix``'s columns (reduced QR), shape (n, r)."""
+    check_array("matrix", matrix, ndim=2)  # no finite check: a diverging run's NaN goes through, as NumPy's QR does
     q, _ = np.linalg.qr(matrix)
     return q
 
@@ -47,6 +60,18 @@ class LeastSquaresProblem:
     targets: list[np.ndarray]
     true_weights: np.ndarray  # n×m
 
+    def __post_init__(self) -> None:
+        n_in, n_out = check_array("true_weights", self.true_weights, ndim=2, finite=True).shape
+        features = check_sequence("features", self.features, min_size=1)
+        if len(check_sequence("targets", self.targets, min_size=1)) != len(features):
+            raise ValueError(f"targets must hold one array per array of features, {len(features)}; "
+                             f"got {len(self.targets)}")
+        for x, y in zip(features, self.targets, strict=True):
+            if check_array("features", x, ndim=2, finite=True).shape[1] != n_in:
+                raise ValueError(f"features must be (samples, {n_in}) arrays, n_in of true_weights; got {x.shape}")
+            if check_array("targets", y, ndim=2, finite=True).shape != (len(x), n_out):
+                raise ValueError(f"targets must be ({len(x)}, {n_out}) arrays, one row per sample; got {y.shape}")
+
     def loss(self, weights: np.ndarray) -> float:
         """Mean squared error over all workers' data (½‖XW − Y‖² / samples)."""
         residual = [x @ weights - y for x, y in zip(self.features, self.targets, strict=False)]
@@ -58,7 +83,9 @@ def make_least_squares_problem(
 ) -> LeastSquaresProblem:
     """A random linear teacher; each worker's inputs are scaled differently (non-identical data)."""
     n_workers = check_int("n_workers", n_workers, low=1, high=16)
-    g = np.random.default_rng(seed)
+    n_in, n_out = check_int("n_in", n_in, low=1, high=4096), check_int("n_out", n_out, low=1, high=4096)
+    samples_per_worker = check_int("samples_per_worker", samples_per_worker, low=1, high=2**16)
+    g = np.random.default_rng(check_int("seed", seed, low=0))
     true_weights = g.standard_normal((n_in, n_out)) / np.sqrt(n_in)
     features, targets = [], []
     for _w in range(n_workers):
@@ -78,6 +105,12 @@ class TrainingRun:
     losses: np.ndarray
     bytes_per_step: float  # per rank, counted by the simulated network
 
+    def __post_init__(self) -> None:
+        check_choice("method", self.method, METHODS)
+        check_bool("error_feedback", self.error_feedback)
+        check_array("losses", self.losses, ndim=1, kinds="f")  # a diverged run's inf/NaN losses are its record
+        check_finite("bytes_per_step", self.bytes_per_step, low=0.0)
+
 
 def train_compressed(
     problem: LeastSquaresProblem,
@@ -95,12 +128,15 @@ def train_compressed(
     none: dense ring all-reduce. topk: each worker keeps ⌈k_fraction·n·m⌉ entries, all-gather of
     (index, value). powersgd: rank-``rank`` P and Q all-reduced, warm-started Q (Vogels et al. 2019).
     """
+    check_type("problem", problem, LeastSquaresProblem)
     check_choice("method", method, METHODS)
+    check_bool("error_feedback", error_feedback)
     steps = check_int("steps", steps, low=1, high=10**6)
-    check_positive("lr", lr)
-    check_positive("k_fraction", k_fraction)
-    rank = check_int("rank", rank, low=1)
-    g = np.random.default_rng(seed)
+    check_number("lr", lr, low=0.0, high=MAX_LR, low_inclusive=False)
+    batch = check_int("batch", batch, low=1, high=2**16)
+    check_number("k_fraction", k_fraction, low=0.0, high=1.0, low_inclusive=False)
+    rank = check_int("rank", rank, low=1, high=min(problem.true_weights.shape))
+    g = np.random.default_rng(check_int("seed", seed, low=0))
     n_workers = len(problem.features)
     n_in, n_out = problem.true_weights.shape
     weights = np.zeros((n_in, n_out))
@@ -155,10 +191,12 @@ def train_stale(
     weights of step t − d, d drawn uniformly from 0..s; the update averages those gradients.
     s = 0 is ordinary synchronous SGD.
     """
-    s = check_int("staleness", staleness, low=0)
+    check_type("problem", problem, LeastSquaresProblem)
+    s = check_int("staleness", staleness, low=0, high=10**6)
     steps = check_int("steps", steps, low=1, high=10**6)
-    check_positive("lr", lr)
-    g = np.random.default_rng(seed)
+    check_number("lr", lr, low=0.0, high=MAX_LR, low_inclusive=False)
+    batch = check_int("batch", batch, low=1, high=2**16)
+    g = np.random.default_rng(check_int("seed", seed, low=0))
     weights = np.zeros_like(problem.true_weights)
     history, losses = [weights.copy()], [problem.loss(weights)]
     for t in range(steps):

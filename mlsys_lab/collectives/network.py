@@ -3,6 +3,7 @@
 A :meth:`Network.exchange` call is one synchronous *round* under the α-β model's usual rule
 (Hockney 1994; Thakur, Rabenseifner & Gropp 2005): a rank sends at most one message and receives at
 most one message per round (single-port, full-duplex). A round costs α + β·(largest message in it).
+:class:`TwoLevelNetwork` puts the ranks on nodes and books every byte to NVLink or to the NICs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlsys_lab.validation import check_int, check_number
+from mlsys_lab.validation import check_array, check_bool, check_int, check_number, check_sequence, check_type
 
 
 def array_module(*arrays):
@@ -74,6 +75,48 @@ class Network:
         return self.steps * alpha + beta * float(sum(self.round_max_bytes))
 
 
+class TwoLevelNetwork(Network):
+    """``n_nodes`` nodes of ``gpus_per_node`` ranks (rank r on node r // g), bytes counted per link class.
+
+    A message between two ranks of one node crosses NVLink (*intra*), any other a NIC (*inter*).
+    :meth:`two_level_seconds` prices each round at its slowest class, α_c + β_c·(largest message of class c),
+    the sum that :func:`mlsys_lab.collectives.cost.hierarchical_allreduce_time` writes in closed form.
+    """
+
+    def __init__(self, n_nodes: int, gpus_per_node: int) -> None:
+        self.n_nodes = check_int("n_nodes", n_nodes, low=1, high=4096)
+        self.gpus_per_node = check_int("gpus_per_node", gpus_per_node, low=1, high=64)
+        super().__init__(self.n_nodes * self.gpus_per_node)
+        self.bytes_sent_intra = np.zeros(self.n_ranks, dtype=np.int64)
+        self.bytes_sent_inter = np.zeros(self.n_ranks, dtype=np.int64)
+        # per round, the largest message of each class, (intra, inter), None where the class carried none
+        self.round_max_bytes_by_class: list[tuple[int | None, int | None]] = []
+
+    def node_of(self, rank: int) -> int:
+        """The node that ``rank`` sits on: rank // gpus_per_node."""
+        return check_int("rank", rank, low=0, high=self.n_ranks - 1) // self.gpus_per_node
+
+    def exchange(self, messages: list[tuple[int, int, np.ndarray]]) -> list[np.ndarray]:
+        """One round, as :meth:`Network.exchange`, with each message's bytes booked to its link class."""
+        received = super().exchange(messages)
+        if received:
+            largest: list[int | None] = [None, None]
+            for (src, dst, _), data in zip(messages, received, strict=True):
+                inter = int(int(src) // self.gpus_per_node != int(dst) // self.gpus_per_node)
+                (self.bytes_sent_inter if inter else self.bytes_sent_intra)[int(src)] += data.nbytes
+                largest[inter] = max(largest[inter] or 0, int(data.nbytes))
+            self.round_max_bytes_by_class.append((largest[0], largest[1]))
+        return received
+
+    def two_level_seconds(self, alpha_intra: float, beta_intra: float, alpha_inter: float,
+                          beta_inter: float) -> float:
+        """Σ over rounds of the slowest class the round used: max_c α_c + β_c·(largest message of class c)."""
+        terms = [(check_number("alpha_intra", alpha_intra, low=0), check_number("beta_intra", beta_intra, low=0)),
+                 (check_number("alpha_inter", alpha_inter, low=0), check_number("beta_inter", beta_inter, low=0))]
+        return float(sum(max(alpha + beta * m for (alpha, beta), m in zip(terms, largest, strict=True)
+                             if m is not None) for largest in self.round_max_bytes_by_class))
+
+
 @dataclass
 class CollectiveResult:
     """What a simulated collective returns: one output per rank and the traffic it took."""
@@ -85,6 +128,18 @@ class CollectiveResult:
     round_max_bytes: tuple[int, ...]
     snapshots: list[tuple[str, int, list[np.ndarray]]] = field(default_factory=list)  # (phase, step, buffers)
 
+    def __post_init__(self) -> None:
+        # outputs hold whatever the ranks' data summed to (NaN in, NaN out): the container is checked, not values
+        check_sequence("outputs", self.outputs, min_size=1)
+        for name in ("bytes_sent", "bytes_received"):
+            if (check_array(name, getattr(self, name), ndim=1, kinds="iu") < 0).any():
+                raise ValueError(f"{name} must hold byte counts >= 0, one per rank")
+        check_int("steps", self.steps, low=0)
+        for n_bytes in check_sequence("round_max_bytes", self.round_max_bytes):
+            check_int("round_max_bytes", n_bytes, low=0)
+        if not all(isinstance(s, tuple) and len(s) == 3 for s in check_sequence("snapshots", self.snapshots)):
+            raise TypeError("snapshots must hold (phase, step, buffers) tuples")
+
     def time_seconds(self, alpha: float, beta: float) -> float:
         """α-β time: steps·α + β·Σ largest message of each round (β in seconds per byte)."""
         check_number("alpha", alpha, low=0)
@@ -94,6 +149,10 @@ class CollectiveResult:
 
 def make_result(outputs, net: Network, snapshots=None) -> CollectiveResult:
     """Package a collective's outputs with the traffic ``net`` counted."""
+    check_type("net", net, Network)
+    check_sequence("outputs", outputs)
+    if snapshots is not None:
+        check_sequence("snapshots", snapshots)
     return CollectiveResult(
         list(outputs),
         net.bytes_sent.copy(),
@@ -109,6 +168,7 @@ def check_buffers(buffers, same_length: bool = True) -> list[np.ndarray]:
 
     NumPy arrays (and lists) come back as NumPy arrays, CuPy arrays stay on the GPU.
     """
+    check_bool("same_length", same_length)
     if not isinstance(buffers, (list, tuple)) or len(buffers) < 1:
         raise ValueError(
             f"buffers must be a non-empty list with one 1-D array per rank; got {type(buffers).__name__}"

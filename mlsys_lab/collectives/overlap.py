@@ -15,7 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsys_lab.collectives.cost import allreduce_time
-from mlsys_lab.validation import check_finite, check_int, check_number, check_positive, check_type
+from mlsys_lab.validation import (
+    check_array,
+    check_bool,
+    check_finite,
+    check_int,
+    check_number,
+    check_positive,
+    check_type,
+)
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,9 @@ class Timeline:
             if not all(isinstance(r, (tuple, list)) and (width is None or len(r) == width) for r in rows):
                 raise TypeError(f"{name} must be a tuple of {'(start, end, ...)' if width else 'index'} tuples")
         check_finite("backward_seconds", self.backward_seconds, low=0.0)
-        check_finite("step_seconds", self.step_seconds, low=self.backward_seconds)
+        if check_finite("step_seconds", self.step_seconds, low=0.0) < self.backward_seconds:
+            raise ValueError(f"step_seconds must be >= backward_seconds={self.backward_seconds:g} (the step "
+                             f"includes the backward); got {self.step_seconds:g}")
 
     @property
     def exposed_comm_seconds(self) -> float:
@@ -44,6 +54,7 @@ class Timeline:
 
 def make_buckets(grad_bytes_ready_order, bucket_bytes: float) -> list[list[int]]:
     """Greedy buckets in ready order: close a bucket once it holds >= ``bucket_bytes``."""
+    check_array("grad_bytes_ready_order", grad_bytes_ready_order, ndim=1, min_size=0, finite=True)
     check_positive("bucket_bytes", bucket_bytes)
     buckets, current, filled = [], [], 0.0
     for position, n_bytes in enumerate(grad_bytes_ready_order):
@@ -71,6 +82,9 @@ def bucketed_timeline(
     ``layer_backward_seconds``, ``layer_grad_bytes``: per layer in *forward* order (layer 0 first);
     backward runs them in reverse. ``overlap=False`` starts all communication after backward ends.
     """
+    check_array("layer_backward_seconds", layer_backward_seconds, ndim=1, finite=True)
+    check_array("layer_grad_bytes", layer_grad_bytes, ndim=1, finite=True)
+    check_bool("overlap", overlap)
     seconds = np.asarray(layer_backward_seconds, dtype=float)
     grad_bytes = np.asarray(layer_grad_bytes, dtype=float)
     if seconds.shape != grad_bytes.shape or seconds.ndim != 1 or seconds.size == 0:
@@ -107,6 +121,7 @@ def ssp_finish_times(compute_seconds, staleness: int) -> np.ndarray:
     s = 0 is bulk-synchronous: everyone waits for the slowest at every step).
     ``compute_seconds``: (steps, workers). Returns the same shape.
     """
+    check_array("compute_seconds", compute_seconds, ndim=2)
     compute = np.asarray(compute_seconds, dtype=float)
     if compute.ndim != 2 or compute.size == 0 or np.any(compute < 0):
         raise ValueError(

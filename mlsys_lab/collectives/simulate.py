@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsys_lab.collectives.network import CollectiveResult, Network, array_module, check_buffers, make_result
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_array, check_bool, check_choice, check_finite, check_int, check_sequence
 
 
 def _check_root(root: int, n_ranks: int) -> int:
@@ -66,6 +66,7 @@ def ring_allreduce(buffers: list[np.ndarray], record: bool = False) -> Collectiv
     2(p−1)·⌈n/p⌉ elements at most: 2(p−1)/p·n up to chunk rounding. With ``record`` the result
     keeps a snapshot of every rank's buffer after each round (for the step-by-step widget).
     """
+    check_bool("record", record)
     arrays = check_buffers(buffers)
     p, net = len(arrays), Network(len(arrays))
     work = [a.copy() for a in arrays]
@@ -234,6 +235,8 @@ def all_to_all_pieces(send: list[list]) -> CollectiveResult:
     The same p−1 rounds as :func:`all_to_all`. ``outputs[j]`` is the list ``[send[0][j], …, send[p−1][j]]``
     as rank j received it (MoE dispatch: each rank sends each expert's rank a different number of tokens).
     """
+    for row in check_sequence("send", send, min_size=1):
+        check_sequence("send", row)
     p = len(send)
     if p < 1 or any(len(row) != p for row in send):
         raise ValueError(f"send must be a p x p nested list of arrays; got {p} rows of lengths "
@@ -274,6 +277,17 @@ class RingState:
     contributions: np.ndarray  # (p, p) ints in 1..p
     bytes_sent_per_rank: float  # so far, for a vector of ``vector_bytes``: one chunk n/p per round
 
+    def __post_init__(self) -> None:
+        p = check_int("n_ranks", self.n_ranks, low=2, high=62)  # as ring_state
+        check_int("step", self.step, low=0, high=2 * (p - 1))
+        check_choice("phase", self.phase, ("start", "reduce-scatter", "all-gather"))
+        counts = check_array("contributions", self.contributions, ndim=2, kinds="iu")
+        if counts.shape != (p, p):
+            raise ValueError(f"contributions must be (n_ranks, n_ranks) = ({p}, {p}); got {counts.shape}")
+        if (counts < 1).any() or (counts > p).any():
+            raise ValueError(f"contributions must count 1..n_ranks={p} inputs per chunk")
+        check_finite("bytes_sent_per_rank", self.bytes_sent_per_rank, low=0.0)
+
 
 def ring_state(n_ranks: int, step: int, vector_bytes: float = 2**20) -> RingState:
     """The ring on p ranks after ``step`` of its 2(p−1) rounds (:func:`ring_contributions`).
@@ -282,5 +296,6 @@ def ring_state(n_ranks: int, step: int, vector_bytes: float = 2**20) -> RingStat
     """
     p = check_int("n_ranks", n_ranks, low=2, high=62)
     step = check_int("step", step, low=0, high=2 * (p - 1))
+    check_finite("vector_bytes", vector_bytes, low=0.0)
     phase, _, counts = ring_contributions(p)[step]
     return RingState(p, step, phase, counts, step * vector_bytes / p)

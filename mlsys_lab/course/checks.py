@@ -93,7 +93,7 @@ class LearnerFunction:
         self.refs: list[Any] = []
         self.calls = 0
         self.broken = False  # the conversation went wrong: the kernel must not serve another exercise
-        self.used: set[str] = set()  # lesson functions the worker reported as called (see worker.LIBRARY_ANSWERS)
+        self.used: set[str] = set()  # lesson functions the worker reported as called (library_answers)
 
     def _ref(self, obj: Any) -> int:
         self.refs.append(obj)

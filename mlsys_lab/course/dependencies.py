@@ -94,10 +94,24 @@ def cell_names(source: str) -> CellNames:
         return CellNames(frozenset(), frozenset(), opaque=True)
     binds, opaque = _top_level_binds(tree.body)
     binds |= {n.target.id for n in ast.walk(tree) if isinstance(n, ast.NamedExpr)}
-    # ``x += 1`` reads x too, though its target is stored.
-    reads = _global_reads(table) | {n.target.id for n in ast.walk(tree)
-                                    if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    # ``x += 1`` reads x too, though its target is stored: at top level, or in a function that declares x
+    # global. Elsewhere x is the function's own local (``scale *= 2`` in a learner's function needs no cell).
+    declared = {name for n in ast.walk(tree) if isinstance(n, ast.Global) for name in n.names}
+    augmented = {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    top_level = {n.target.id for n in _outside_functions(tree)
+                 if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    reads = _global_reads(table) | top_level | (augmented & declared)
     return CellNames(frozenset(binds), frozenset(reads - BUILTIN_NAMES), opaque)
+
+
+def _outside_functions(tree: ast.AST):
+    """Every node of ``tree`` except those inside a function, lambda or class body."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def _global_reads(table: symtable.SymbolTable) -> set[str]:

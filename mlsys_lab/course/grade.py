@@ -39,6 +39,7 @@ from nbformat import NotebookNode
 from tqdm.auto import tqdm
 
 from mlsys_lab.course.dependencies import needed_cells
+from mlsys_lab.course.library_answers import LIBRARY_ANSWERS
 from mlsys_lab.course.nbval_report import SEGMENT_KEY, SERVE_KEY
 from mlsys_lab.course.notebook_cells import (
     Exercise,
@@ -48,7 +49,6 @@ from mlsys_lab.course.notebook_cells import (
     replace_solutions,
     stdout_text,
 )
-from mlsys_lab.course.worker import LIBRARY_ANSWERS
 from mlsys_lab.exercises import PASS, TODO
 
 NBVAL_MARKER = re.compile(r"^\s*#+\s*(NBVAL_\w+|PYTEST_VALIDATE_IGNORE_OUTPUT)\s*$")
@@ -246,7 +246,7 @@ def _timeout_text(message: str, timeout_s: float) -> str:
 
 
 def library_answers_named(source: str, exercise: str) -> list[str]:
-    """The answering lesson functions (``worker.LIBRARY_ANSWERS``) whose name the submitted cell contains."""
+    """The answering lesson functions (``library_answers.LIBRARY_ANSWERS``) the submitted cell names."""
     found = []
     for target in LIBRARY_ANSWERS.get(exercise, ()):
         module, name = target.split(":")

@@ -47,6 +47,7 @@ from typing import Any, Callable
 
 from mlsys_lab.course import wire
 from mlsys_lab.course.learner_code import learner_line
+from mlsys_lab.course.library_answers import LIBRARY_ANSWERS
 
 FD_ENV, CPU_ENV, MEMORY_ENV = "MLSYS_LAB_GRADING_FD", "MLSYS_LAB_CPU_SECONDS", "MLSYS_LAB_MEMORY_MB"
 REFUSED_EVENTS = frozenset({
@@ -55,36 +56,6 @@ REFUSED_EVENTS = frozenset({
     "ctypes.dlsym/handle", "ctypes.call_function", "os.setuid", "os.setgid",
 })
 REFUSED_IMPORTS = ("mlsys_lab.exercises", "mlsys_lab.course.grade", "mlsys_lab.course.nbval_report")
-# The lesson functions that directly answer an exercise ("module:function"). A graded run flags their
-# use per exercise ("used `mlsys_lab....`"); the grade itself is the instructor's call (README).
-LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
-    "tensor_bytes": ("mlsys_lab.start_here.transfers:tensor_bytes",),
-    "add_intensity": ("mlsys_lab.operators.cost:elementwise_cost",),
-    "matmul_intensity": ("mlsys_lab.operators.cost:matmul_cost",),
-    "assign_offsets": ("mlsys_lab.operators.memory_plan:plan_greedy_by_size",),
-    "dynamic_schedule": ("mlsys_lab.operators.schedule:list_schedule",),
-    "fuse_graph": ("mlsys_lab.operators.passes:fuse_elementwise",),
-    "classify_bound": ("mlsys_lab.roofline.model:hierarchical_attainable",),
-    "loads_in_flight": ("mlsys_lab.roofline.littles_law:loaded_latency",),
-    "measure_on_roofline": ("mlsys_lab.roofline.model:place",),
-    "legal_orders": ("mlsys_lab.loops.dependence:legal_orders",),
-    "misses_per_iteration": ("mlsys_lab.loops.cache_model:misses_per_iteration",),
-    "transformation_legal": ("mlsys_lab.loops.dependence:apply_transformation",),
-    "sectors": ("mlsys_lab.memory_hierarchy.simt:sectors_per_request",),
-    "bank_passes": ("mlsys_lab.memory_hierarchy.simt:shared_passes",
-                    "mlsys_lab.memory_hierarchy.simt:bank_conflict_degree"),
-    "grid_search": ("mlsys_lab.autotuning.search:factorial_grid",),
-    "spearman": ("mlsys_lab.autotuning.stats:spearman",),
-    "allreduce_time": ("mlsys_lab.collectives.cost:allreduce_time", "mlsys_lab.collectives.cost:collective_time"),
-    "bus_bandwidth": ("mlsys_lab.collectives.cost:bus_bandwidth",),
-    "zero_memory": ("mlsys_lab.parallelism.zero:zero_memory_per_gpu",),
-    "one_f_one_b": ("mlsys_lab.parallelism.pp:schedule_ops",),
-    "goodput": ("mlsys_lab.fault_tolerance.reliability:expected_goodput",),
-    "lora_param_count": ("mlsys_lab.peft.accounting:lora_params_for_shapes",),
-    "quantize_groupwise": ("mlsys_lab.training_memory.quantize:quantize",),
-    "route_with_capacity": ("mlsys_lab.moe.gating:assign_with_capacity",),
-    "aux_loss": ("mlsys_lab.moe.gating:load_balancing_loss",),
-}
 # Packages whose own shared libraries ctypes may open while armed (numba's JIT loads llvmlite's LLVM).
 JIT_PACKAGES = ("llvmlite", "numba")
 _armed, _jit_folders = [False], []  # armed?; the JIT packages' folders, real paths ending in "/" (set by main)

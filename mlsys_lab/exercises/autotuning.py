@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from mlsys_lab.autotuning.search import factorial_grid
+from mlsys_lab.autotuning.space import recorded_space
 from mlsys_lab.autotuning.stats import spearman, standardize
 from mlsys_lab.autotuning.surrogate import gp_posterior
 from mlsys_lab.exercises import Case, check, rng
@@ -93,6 +94,10 @@ def check_random_search(fn) -> None:
              _random_case("one config", np.array([1.5]), 5, 4),
              _random_case("ties: the first measured wins", np.array([2.0, 1.0, 1.0, 1.0, 3.0, 1.0]), 6, 5),
              _random_case("fast configs first in the table", np.arange(1, 201, dtype=float), 10, 6)]
+    recorded = recorded_space()["seconds"]
+    seed = int(g.integers(1000))
+    cases.append(_random_case(f"the recorded H200 table ({len(recorded)} configs), budget 30, seed {seed}", recorded,
+                              30, seed))
     for _ in range(6):
         n, budget = int(g.integers(2, 400)), int(g.integers(2, 60))
         cases.append(_random_case(f"{n} configs, budget {budget}", g.lognormal(0, 1, n), budget,
@@ -209,6 +214,9 @@ def check_model_guided_search(fn) -> None:
              _model_case("budget below the random start", *_bowl(g, 30, 2), 3, 1),
              _model_case("budget larger than the space", *_bowl(g, 9, 2), 20, 2),
              _model_case("one feature", *_bowl(g, 40, 1), 10, 3)]
+    space, seed = recorded_space(), int(g.integers(1000))
+    cases.append(_model_case(f"the recorded H200 table ({len(space['seconds'])} configs, raw features), budget 10, "
+                             f"seed {seed}", space["raw_std"], space["seconds"], 10, seed))
     for _ in range(3):
         n, d, budget = int(g.integers(20, 100)), int(g.integers(1, 5)), int(g.integers(7, 12))
         cases.append(_model_case(f"{n} configs, {d} features, budget {budget}", *_bowl(g, n, d), budget,

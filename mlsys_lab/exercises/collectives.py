@@ -1,12 +1,13 @@
 """Checks for the exercises of 07_collectives.
 
-The simulated-network exercises (ring and halving-doubling all-reduce) run the learner's function twice per
+The simulated-network exercises (ring, halving-doubling and two-level all-reduce) run the learner's function twice per
 case on a :class:`Network` that stays on the checking side: once as it is, where the results must be the sums
 and the traffic must be the algorithm's (bytes per rank, rounds, who talks to whom), and once on a network
 that adds :data:`MARK` to every value it delivers. Every value of a rank's result must reach it through
 ``exchange`` (its own chunk plus a received partial sum, or a received finished chunk), so on the marked
 network every value of every result carries at least one mark: a result computed from the other ranks'
-buffers directly, or from what a rank *sent* rather than what it received, comes out unmarked.
+buffers directly, or from what a rank *sent* rather than what it received, comes out unmarked. The two-level
+exercise runs on a :class:`TwoLevelNetwork`, which books each rank's bytes to NVLink or to the NICs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from mlsys_lab.collectives import cost
-from mlsys_lab.collectives.network import Network
+from mlsys_lab.collectives.network import Network, TwoLevelNetwork
 from mlsys_lab.exercises import Case, check, rng
 
 MARK = 1000.0  # added to every value in transit on the marked network (the inputs are of order 1)
@@ -35,6 +36,18 @@ class _MarkingNetwork(Network):
             self.pairs.append(sorted((int(src), int(dst)) for src, dst, _ in messages))
         return [r + self.mark for r in received] if self.mark else received
 
+
+
+class _MarkingTwoLevelNetwork(TwoLevelNetwork):
+    """A :class:`TwoLevelNetwork` that can add ``mark`` to what it delivers (see :class:`_MarkingNetwork`)."""
+
+    def __init__(self, n_nodes: int, gpus_per_node: int, mark: float = 0.0) -> None:
+        super().__init__(n_nodes, gpus_per_node)
+        self.mark = mark
+
+    def exchange(self, messages):
+        received = super().exchange(messages)
+        return [r + self.mark for r in received] if self.mark else received
 
 def _results_problem(got, total: np.ndarray, p: int) -> str | None:
     """None if ``got`` is p arrays each equal to ``total``; otherwise what is wrong."""
@@ -55,16 +68,21 @@ def _results_problem(got, total: np.ndarray, p: int) -> str | None:
     return None
 
 
-def _run_allreduce(fn: Callable, buffers: list[np.ndarray], traffic: Callable[[_MarkingNetwork], str | None]) -> str:
-    """'ok', or what is wrong: the sums, the traffic, then where each result's values came from."""
+def _run_allreduce(fn: Callable, buffers: list[np.ndarray], traffic: Callable[[_MarkingNetwork], str | None],
+                   make_net: Callable[[float], Network] | None = None, extra: tuple = ()) -> str:
+    """'ok', or what is wrong: the sums, the traffic, then where each result's values came from.
+
+    ``make_net(mark)`` builds the network (default: a :class:`_MarkingNetwork` of len(buffers) ranks); ``extra``
+    are further arguments of ``fn`` after ``(buffers, net)``.
+    """
     p, n = len(buffers), len(buffers[0])
+    make_net = make_net or (lambda mark: _MarkingNetwork(p, mark))
     total = np.sum(buffers, axis=0) if n else np.zeros(0)
-    net = _MarkingNetwork(p)
-    problem = _results_problem(fn([b.copy() for b in buffers], net), total, p) or traffic(net)
+    net = make_net(0.0)
+    problem = _results_problem(fn([b.copy() for b in buffers], net, *extra), total, p) or traffic(net)
     if problem or p == 1 or n == 0:
         return problem or "ok"
-    marked = _MarkingNetwork(p, MARK)
-    got = fn([b.copy() for b in buffers], marked)
+    got = fn([b.copy() for b in buffers], make_net(MARK), *extra)
     for rank, out in enumerate(got):
         unmarked = np.flatnonzero(np.asarray(out, dtype=float) - total < MARK / 2)
         if unmarked.size:
@@ -190,6 +208,143 @@ def check_halving_doubling(fn: Callable) -> None:
     check("halving_doubling", _run_allreduce, cases, compare=_verdict_only)
 
 
+
+# --- exercise 3: the two-level (hierarchical) all-reduce --------------------------------------------------
+def _hierarchical_traffic(n_nodes: int, g: int, n: int, itemsize: int) -> Callable[[TwoLevelNetwork], str | None]:
+    """Each rank sent a ring's 2(g−1)/g·n inside its node and 2(N−1)/N·(n/g) across nodes, up to chunk rounding,
+    in at most 2(g−1) + 2(N−1) rounds: the two terms of :func:`cost.hierarchical_allreduce_time`."""
+    rounds = 2 * (g - 1) + 2 * (n_nodes - 1)
+    shard_low, shard_high = n // g, -(-n // g)  # np.array_split's chunk sizes
+    budgets = (  # (link, low, high, due, formula) in bytes
+        ("over NVLink (inside its node)", 2 * (g - 1) * shard_low * itemsize, 2 * (g - 1) * shard_high * itemsize,
+         2 * (g - 1) * n / g * itemsize, "2(g−1)/g·n·itemsize"),
+        ("across nodes (NIC)", 2 * (n_nodes - 1) * (shard_low // n_nodes) * itemsize,
+         2 * (n_nodes - 1) * -(-shard_high // n_nodes) * itemsize,
+         2 * (n_nodes - 1) * n / (g * n_nodes) * itemsize, "2(N−1)/N·(n/g)·itemsize"),
+    )
+
+    def verdict(net: TwoLevelNetwork) -> str | None:
+        for (link, low, high, due, formula), sent in zip(budgets, (net.bytes_sent_intra, net.bytes_sent_inter),
+                                                         strict=True):
+            for rank, value in enumerate(sent):
+                if not low <= value <= high:
+                    uneven = f" (between {low} and {high} with uneven chunks)" if low != high else ""
+                    return (f"rank {rank} (node {rank // g}, GPU {rank % g}) sent {int(value)} bytes {link}; a "
+                            f"two-level all-reduce sends {formula} = {due:.0f}{uneven}")
+        if net.steps > rounds:
+            return f"took {net.steps} rounds; the two-level all-reduce needs 2(g−1) + 2(N−1) = {rounds}"
+        return None
+
+    return verdict
+
+
+def _hierarchical_case(fn: Callable, n_nodes: int, g: int, buffers: list[np.ndarray], note: str = "") -> Case:
+    n = len(buffers[0])
+    label = f"{n_nodes} nodes x {g} GPUs, n={n}" + (f", {note}" if note else "")
+    traffic = _hierarchical_traffic(n_nodes, g, n, buffers[0].itemsize)
+    return Case(label, (fn, buffers, traffic, lambda mark: _MarkingTwoLevelNetwork(n_nodes, g, mark), (g,)),
+                expected="ok", check_result=lambda got: None if got == "ok" else got)
+
+
+def check_hierarchical_allreduce(fn: Callable) -> None:
+    """``fn(buffers, net, gpus_per_node)`` -> one array per rank, each the sum: reduce-scatter inside each node,
+    ring all-reduce of the shards across nodes, all-gather inside the node; traffic booked per link class."""
+    gen = rng()
+
+    def normal(p: int, n: int, dtype=np.float64) -> list[np.ndarray]:
+        return [gen.standard_normal(n).astype(dtype) for _ in range(p)]
+
+    cases = [
+        _hierarchical_case(fn, 2, 4, [np.arange(16.0) * (r + 1) for r in range(8)]),
+        _hierarchical_case(fn, 3, 2, [np.arange(13.0) + 10 * r for r in range(6)], "uneven shards"),
+        _hierarchical_case(fn, 1, 4, normal(4, 10), "one node: NVLink only"),
+        _hierarchical_case(fn, 4, 1, normal(4, 9), "one GPU per node: NICs only"),
+        _hierarchical_case(fn, 1, 1, normal(1, 5)),
+        _hierarchical_case(fn, 2, 3, normal(6, 4), "n < N·g: empty chunks"),
+        _hierarchical_case(fn, 3, 4, [np.zeros(0) for _ in range(12)]),
+        _hierarchical_case(fn, 2, 8, normal(16, 257, np.float32), "float32"),
+        _hierarchical_case(fn, 4, 2, normal(8, 64), "n = 8·N·g"),
+    ]
+    for _ in range(6):
+        n_nodes, gpus = int(gen.integers(2, 6)), int(gen.integers(2, 9))
+        cases.append(_hierarchical_case(fn, n_nodes, gpus, normal(n_nodes * gpus, int(gen.integers(0, 401)))))
+    check("hierarchical_allreduce", _run_allreduce, cases, compare=_verdict_only)
+
+
+# --- exercise 4: the two-level (hierarchical) all-to-all ------------------------------------------------
+def _alltoall_problem(got, expected: list[np.ndarray], marked: bool) -> str | None:
+    """None if rank j's result is every rank's row j (row i from rank i), carrying a mark off the diagonal."""
+    p = len(expected)
+    if not isinstance(got, (list, tuple)) or len(got) != p:
+        return f"expected a list of {p} arrays (one per rank); got {type(got).__name__} of length " \
+               f"{len(got) if hasattr(got, '__len__') else '?'}"
+    for rank, (out, want) in enumerate(zip(got, expected, strict=True)):
+        try:
+            arr = np.asarray(out, dtype=float)
+        except (TypeError, ValueError):
+            return f"rank {rank}'s result is not an array of numbers: {type(out).__name__}"
+        if arr.shape != want.shape:
+            return f"rank {rank}'s result has shape {arr.shape}; expected {want.shape} (row i from rank i)"
+        if marked:
+            off = np.flatnonzero(np.any(arr - want < MARK / 2, axis=1))
+            off = off[off != rank]
+            if off.size:
+                return (f"rank {rank}'s row {int(off[0])} (from rank {int(off[0])}) did not come through exchange(): "
+                        f"the check re-ran with +{MARK:g} added to every value in transit and it came out unmarked")
+        elif not np.allclose(arr, want, rtol=0, atol=1e-6):
+            row = int(np.argmax(np.any(~np.isclose(arr, want, rtol=0, atol=1e-6), axis=1)))
+            return (f"rank {rank}'s row {row} is {np.array2string(arr[row], precision=4, threshold=6)}; it should "
+                    f"be rank {row}'s row {rank}, {np.array2string(want[row], precision=4, threshold=6)}")
+    return None
+
+
+def _run_alltoall(fn: Callable, buffers: list[np.ndarray], n_nodes: int, g: int) -> str:
+    """'ok', or what is wrong: the rows, the traffic per link class and rounds, then the marks."""
+    p, m = len(buffers), buffers[0].shape[1]
+    expected = [np.stack([buffers[i][j] for i in range(p)]) for j in range(p)]
+    net = _MarkingTwoLevelNetwork(n_nodes, g)
+    problem = _alltoall_problem(fn([b.copy() for b in buffers], net, g), expected, marked=False)
+    if problem:
+        return problem
+    item = buffers[0].itemsize
+    for link, sent, due, formula in (
+            ("over NVLink (inside its node)", net.bytes_sent_intra, (g - 1) * n_nodes * m * item, "(g−1)·N·m"),
+            ("across nodes (NIC)", net.bytes_sent_inter, (n_nodes - 1) * g * m * item, "(N−1)·g·m")):
+        for rank, value in enumerate(sent):
+            if value != due:
+                return (f"rank {rank} (node {rank // g}, GPU {rank % g}) sent {int(value)} bytes {link}; the two-level "
+                        f"all-to-all sends {formula}·itemsize = {due}")
+    rounds = (g - 1) + (n_nodes - 1)
+    if net.steps > rounds:
+        return f"took {net.steps} rounds; the two-level all-to-all needs (g−1) + (N−1) = {rounds}"
+    if p == 1:
+        return "ok"
+    return _alltoall_problem(fn([b.copy() for b in buffers], _MarkingTwoLevelNetwork(n_nodes, g, MARK), g),
+                             expected, marked=True) or "ok"
+
+
+def check_hierarchical_alltoall(fn: Callable) -> None:
+    """``fn(buffers, net, gpus_per_node)`` -> rank j's (p, m) array of every rank's row j: rows regrouped inside
+    the node over NVLink, then one bundle per remote node over the NICs."""
+    gen = rng()
+
+    def case(n_nodes: int, g: int, m: int, note: str = "", dtype=np.float64) -> Case:
+        p = n_nodes * g
+        buffers = [gen.standard_normal((p, m)).astype(dtype) for _ in range(p)]
+        label = f"{n_nodes} nodes x {g} GPUs, m={m}" + (f", {note}" if note else "")
+        return Case(label, (fn, buffers, n_nodes, g), expected="ok",
+                    check_result=lambda got: None if got == "ok" else got)
+
+    example = Case("2 nodes x 2 GPUs, m=1 (the example)",
+                   (fn, [10.0 * r + np.arange(4.0).reshape(4, 1) for r in range(4)], 2, 2), expected="ok",
+                   check_result=lambda got: None if got == "ok" else got)
+    cases = [example, case(3, 2, 2), case(1, 4, 2, "one node: NVLink only"), case(4, 1, 3, "one GPU per node"),
+             case(1, 1, 2), case(2, 3, 5, "float32", np.float32), case(3, 4, 1), case(2, 8, 2)]
+    for _ in range(6):
+        cases.append(case(int(gen.integers(2, 6)), int(gen.integers(2, 9)), int(gen.integers(1, 7))))
+    check("hierarchical_alltoall", _run_alltoall, cases, compare=_verdict_only)
+
+
 # --- the cost model ------------------------------------------------------------------------------------
 def check_allreduce_time(fn: Callable) -> None:
     """``fn(algorithm, n_bytes, n_ranks, alpha, beta)`` -> seconds under the α-β model."""
@@ -212,24 +367,3 @@ def check_allreduce_time(fn: Callable) -> None:
         label = f"{algorithm}, n={n_bytes:.4g} B, p={p}, α={alpha:.3g}, β={beta:.3g}"
         cases.append(Case(label, (algorithm, n_bytes, p, alpha, beta), expected=expected))
     check("allreduce_time", fn, cases, compare=lambda got, exp: np.isclose(float(got), exp, rtol=1e-6, atol=0))
-
-
-def check_bus_bandwidth(fn: Callable) -> None:
-    """``fn(collective, n_bytes, seconds, n_ranks)`` -> bus bandwidth in bytes/s, as nccl-tests reports it."""
-    cases = [
-        Case("all_reduce, 1 GB in 10 ms, p=8", ("all_reduce", 1e9, 0.01, 8), expected=1e11 * 1.75),
-        Case("broadcast, 1 GB in 10 ms, p=8", ("broadcast", 1e9, 0.01, 8), expected=1e11),
-    ]
-    for collective in cost.COLLECTIVES:  # every collective at p = 1, 2 and 5
-        for p in (1, 2, 5):
-            args = (collective, 3e8, 0.02, p)
-            cases.append(Case(f"{collective}, 300 MB in 20 ms, p={p}", args,
-                              expected=float(cost.bus_bandwidth(*args))))
-    g = rng()
-    for _ in range(8):
-        collective = str(g.choice(list(cost.BUS_FACTOR)))
-        n_bytes, seconds, p = float(2 ** g.uniform(10, 34)), float(10 ** g.uniform(-5, 0)), int(g.integers(1, 1025))
-        expected = float(cost.bus_bandwidth(collective, n_bytes, seconds, p))
-        cases.append(Case(f"{collective}, n={n_bytes:.4g} B, t={seconds:.3g} s, p={p}",
-                          (collective, n_bytes, seconds, p), expected=expected))
-    check("bus_bandwidth", fn, cases, compare=lambda got, exp: np.isclose(float(got), exp, rtol=1e-6, atol=0))

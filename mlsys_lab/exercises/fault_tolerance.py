@@ -1,4 +1,8 @@
-"""Checks for the exercises of 09_fault_tolerance."""
+"""Checks for the exercises of 09_fault_tolerance.
+
+The resume check is in :mod:`.fault_tolerance_resume`, the replay and detection checks in
+:mod:`.fault_tolerance_build`; all are re-exported here, where the notebook and the grader find them.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from typing import Callable
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.exercises.fault_tolerance_build import check_diagnose, check_replay_goodput  # noqa: F401
+from mlsys_lab.exercises.fault_tolerance_resume import check_resume_training  # noqa: F401
 from mlsys_lab.fault_tolerance.checkpoint_io import chunks_of, write_atomic
 from mlsys_lab.fault_tolerance.kill_resume import run_writer_killed
 from mlsys_lab.fault_tolerance.reliability import expected_goodput
@@ -139,3 +145,4 @@ def check_crash_safe_writer(fn: Callable) -> None:
         n_chunks = len(chunks_of(b"x" * new_bytes, chunk))
         cases.append(case(new_bytes, chunk, None if index == 0 else int(g.integers(1, n_chunks + 1))))
     check("crash_safe_writer", _writer_case, cases, compare=lambda got, expected: True)  # judged in check_result
+

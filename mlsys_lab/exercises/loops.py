@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import OrderedDict
 
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
-from mlsys_lab.loops.cache_model import LOOP_ORDERS, misses_per_iteration
+from mlsys_lab.loops.cache_model import LOOP_ORDERS, matmul_trace, misses_per_iteration
 from mlsys_lab.loops.dependence import apply_transformation, is_legal, legal_orders, lexicographically_positive
 from mlsys_lab.loops.dependence import parallel_loops as carried_free_loops
 from mlsys_lab.loops.matmul import matmul_atb_naive
@@ -241,3 +242,82 @@ def check_atb_tiled(fn) -> None:
     cases.append(speed)
     check("atb_tiled", timed_fn, cases, compare=_bitwise,
           figure=lambda: f"{timing['speedup']:.1f}x faster than the naive nest at n={SPEED_N}")
+
+
+# ------------------------------------------------------------------------------- an LRU cache over a trace
+def reference_lru_misses(addresses, line_bytes: int, n_sets: int, ways: int) -> int:
+    """Misses of a set-associative LRU cache on a trace of byte addresses: line = address // line_bytes lives in
+    set line % n_sets, which holds ``ways`` lines; a hit makes its line the most recent, a miss evicts the least
+    recent line of a full set. (On a matmul trace it agrees with the lesson's ``simulate_matmul_misses``.)"""
+    sets = [OrderedDict() for _ in range(n_sets)]  # per set: its lines, least recently used first
+    misses = 0
+    for address in np.asarray(addresses, dtype=np.int64).tolist():
+        line = address // line_bytes
+        lines = sets[line % n_sets]
+        if line in lines:
+            lines.move_to_end(line)
+        else:
+            misses += 1
+            if len(lines) == ways:
+                lines.popitem(last=False)
+            lines[line] = None
+    return misses
+
+
+def _same_count(got, expected) -> bool:
+    return isinstance(got, (int, np.integer)) and not isinstance(got, (bool, np.bool_)) and int(got) == expected
+
+
+def _lines_trace(lines, line_bytes: int, offsets=None) -> np.ndarray:
+    """Byte addresses of a list of line numbers (at byte ``offsets`` into each line, 0 by default)."""
+    lines = np.asarray(lines, dtype=np.int64)
+    return lines * line_bytes + (0 if offsets is None else np.asarray(offsets, dtype=np.int64))
+
+
+def _random_trace(g, line_bytes: int, n_sets: int, ways: int) -> tuple[str, np.ndarray]:
+    """A matmul nest's trace, or a walk with locality over a working set about the size of the cache."""
+    if g.random() < 0.4:
+        n, order = int(g.integers(3, 10)), LOOP_ORDERS[int(g.integers(len(LOOP_ORDERS)))]
+        tile = int(g.integers(1, n + 1))
+        element = int(g.choice([4, 8]))
+        return f"matmul n={n} {order} tile {tile}, {element}-byte elements", matmul_trace(n, order, tile, element)
+    capacity = n_sets * ways
+    working = max(2, int(round(capacity * float(g.uniform(0.6, 2.0)))))
+    length = int(g.integers(400, 2000))
+    lines = np.empty(length, dtype=np.int64)
+    lines[0] = g.integers(working)
+    for t in range(1, length):  # mostly near the last line, sometimes a jump: hits, misses and evictions
+        lines[t] = (lines[t - 1] + g.integers(-2, 3)) % working if g.random() < 0.7 else g.integers(working)
+    offsets = g.integers(0, line_bytes // 4, length) * 4
+    return f"{length} accesses over {working} lines", _lines_trace(lines, line_bytes, offsets)
+
+
+def check_lru_misses(fn) -> None:
+    """``fn(addresses, line_bytes, n_sets, ways)`` -> the number of misses (an int) of a set-associative LRU cache
+    on the trace: direct-mapped and fully associative caches, a trace that fits exactly and one a line too big,
+    the first line's recency against the empty ways, matmul traces and random walks over random geometries."""
+    cyclic = list(range(8)) * 3
+    fixed = [
+        ("example: [0, 8, 64, 0, 128, 0, 64], 64-byte lines, 1 set x 2 ways", [0, 8, 64, 0, 128, 0, 64], 64, 1, 2),
+        ("a trace that fits exactly: 8 lines in 2 sets x 4 ways, walked 3 times", _lines_trace(cyclic, 64), 64, 2, 4),
+        ("one line more than fits: 9 lines, fully associative 1 x 8, walked 3 times",
+         _lines_trace(list(range(9)) * 3, 32), 32, 1, 8),
+        ("direct-mapped, lines 0 and 4 share set 0 of 4, alternating", _lines_trace([0, 4] * 4, 64), 64, 4, 1),
+        ("direct-mapped, lines 0 and 1 in sets 0 and 1, alternating", _lines_trace([0, 1] * 4, 64), 64, 2, 1),
+        ("1 set x 2 ways: A, B, A (the first line against an empty way)", _lines_trace([5, 9, 5], 16), 16, 1, 2),
+        ("every 8-byte element of two 64-byte lines", np.arange(0, 128, 8), 64, 4, 2),
+        ("LRU, not FIFO: a hit keeps a line", _lines_trace([0, 1, 2, 3, 0, 4, 0, 1, 0], 64), 64, 1, 4),
+        ("matmul n=8 ijk untiled, 64-byte lines, 4 sets x 2 ways", matmul_trace(8, "ijk"), 64, 4, 2),
+        ("matmul n=8 ikj tile 4, 32-byte lines, 2 sets x 4 ways", matmul_trace(8, "ikj", 4), 32, 2, 4),
+    ]
+    cases = [Case(label, (np.asarray(trace, dtype=np.int64), line, sets, ways),
+                  expected=reference_lru_misses(trace, line, sets, ways)) for label, trace, line, sets, ways in fixed]
+    g = rng()
+    for _ in range(6):
+        line_bytes, n_sets = int(g.choice([16, 32, 64, 128])), int(g.choice([1, 2, 4, 8, 16]))
+        ways = int(g.choice([1, 2, 4, 8]))
+        label, trace = _random_trace(g, line_bytes, n_sets, ways)
+        cases.append(Case(f"{label}; {line_bytes}-byte lines, {n_sets} sets x {ways} ways",
+                          (trace, line_bytes, n_sets, ways), expected=reference_lru_misses(trace, line_bytes, n_sets,
+                                                                                            ways)))
+    check("lru_misses", fn, cases, compare=_same_count)

@@ -4,6 +4,9 @@ Every check runs the learner's function and judges what it *did*: the ZeRO high-
 layer-by-layer walk of the step, the micro-batch count through the pipeline simulator, the tensor-parallel
 MLP through a group of simulated ranks that records every collective call (it stays on the checking
 side, so what it saw is not a number the learner's code reports), the 1F1B op lists by running them.
+The FSDP step (:mod:`~mlsys_lab.exercises.parallelism_fsdp`: gathered memory and bytes measured by a sharded
+group) and DDP's bucket schedule (:mod:`~mlsys_lab.exercises.parallelism_ddp`: run on one communication stream)
+live in modules of their own and are re-exported here.
 """
 
 from __future__ import annotations
@@ -242,3 +245,8 @@ def check_one_f_one_b(fn) -> None:
     cases = [Case(f"p={p}, m={m}", (p, m), check_result=lambda got, p=p, m=m: _schedule_problem(got, p, m))
              for p, m in shapes]
     check("one_f_one_b", fn, cases, compare=lambda got, expected: True)
+
+
+# ---------------------------------------------------------------- 6.5 an FSDP step, 6.6 DDP's buckets (own modules)
+from mlsys_lab.exercises.parallelism_ddp import check_ddp_schedule  # noqa: E402, F401
+from mlsys_lab.exercises.parallelism_fsdp import check_fsdp_step  # noqa: E402, F401

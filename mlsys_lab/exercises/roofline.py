@@ -263,3 +263,88 @@ def check_measure_on_roofline(fn) -> None:
         cases.append(Case(f"{kernel} n={n}, peak {peak:.3g} FLOP/s, {bandwidth:.3g} B/s", (kernel, n, peak, bandwidth),
                           expected=expected, check_result=_measured_consistently(kernel, n)))
     check("measure_on_roofline", fn, cases, compare=_same_placement)
+
+
+# ------------------------------------------------------------------ 6.5 the traffic at each level, simulated
+def reference_tile_traffic(m: int, n: int, k: int, tile_m: int, tile_n: int, tile_k: int, l2_bytes: int,
+                           element_bytes: int = 4) -> dict[str, int]:
+    """Bytes crossing L2 (into the SMs) and HBM (into L2) of a tiled matmul C = A B, A (m, k), B (k, n).
+
+    Blocks compute the tile_m x tile_n tiles of C one after another, row-major over the tile grid; each steps
+    through k by tile_k, loading its A tile then its B tile (edge tiles partial: only elements inside the
+    matrix), and writes its C tile at the end. Every load crosses L2; L2 is an LRU cache of whole tiles holding
+    ``l2_bytes``: a load of a tile it holds costs no HBM bytes, a miss reads the tile from HBM after evicting the
+    least recently used tiles until it fits (a tile larger than the L2 is not kept). C is written through both.
+    """
+    from collections import OrderedDict
+
+    grid_m, grid_n, steps = -(-m // tile_m), -(-n // tile_n), -(-k // tile_k)
+
+    def extent(index: int, tile: int, size: int) -> int:
+        return min(tile, size - index * tile)
+
+    held: OrderedDict = OrderedDict()  # tile -> bytes, least recently used first
+    used = l2 = hbm = 0
+    for bi in range(grid_m):
+        for bj in range(grid_n):
+            for kk in range(steps):
+                for key, n_bytes in ((("A", bi, kk), extent(bi, tile_m, m) * extent(kk, tile_k, k)),
+                                     (("B", kk, bj), extent(kk, tile_k, k) * extent(bj, tile_n, n))):
+                    n_bytes *= element_bytes
+                    l2 += n_bytes
+                    if key in held:
+                        held.move_to_end(key)
+                        continue
+                    hbm += n_bytes
+                    while held and used + n_bytes > l2_bytes:
+                        used -= held.popitem(last=False)[1]
+                    if n_bytes <= l2_bytes:
+                        held[key] = n_bytes
+                        used += n_bytes
+            c_bytes = extent(bi, tile_m, m) * extent(bj, tile_n, n) * element_bytes
+            l2, hbm = l2 + c_bytes, hbm + c_bytes
+    return {"HBM": hbm, "L2": l2}
+
+
+def _same_traffic(got, expected) -> bool:
+    if not isinstance(got, dict) or set(got) != set(expected):
+        return False
+    return all(isinstance(got[level], (int, float, np.integer, np.floating)) and not isinstance(got[level], bool)
+               and float(got[level]) == expected[level] for level in expected)
+
+
+def _traffic_case(label: str, *args) -> Case:
+    return Case(label, args, expected=reference_tile_traffic(*args))
+
+
+def check_tile_traffic(fn) -> None:
+    """``fn(m, n, k, tile_m, tile_n, tile_k, l2_bytes, element_bytes)`` -> {"HBM": bytes, "L2": bytes}, exact.
+
+    Tiles that divide and tiles that do not (in each dimension, and larger than the matrix), no L2, an L2 that
+    holds everything, one exactly the size of A and B together (it fits), one a byte short, one that holds an A
+    strip but not B (B is read again for every row of blocks), tall and wide shapes, every element size.
+    """
+    ab = (4 * 6 + 6 * 6) * 4  # A and B of the 4 x 6 x 6 case, fp32: the smallest L2 that reads each once
+    cases = [
+        _traffic_case("example: 4 x 4 x 4, 2 x 2 x 2 tiles, L2 of 1 MiB, fp32", 4, 4, 4, 2, 2, 2, 2**20, 4),
+        _traffic_case("example: the same with no L2", 4, 4, 4, 2, 2, 2, 0, 4),
+        _traffic_case("tiles that do not divide: 7 x 5 x 9 in 2 x 3 x 4 tiles, 1 MiB", 7, 5, 9, 2, 3, 4, 2**20, 4),
+        _traffic_case("tiles larger than the matrix", 5, 3, 6, 8, 8, 8, 2**20, 2),
+        _traffic_case("an L2 exactly the size of A and B: everything fits", 4, 6, 6, 2, 3, 3, ab, 4),
+        _traffic_case("an L2 one byte short of A and B", 4, 6, 6, 2, 3, 3, ab - 1, 4),
+        _traffic_case("L2 holds a strip of A but not B: B again for every row of blocks", 64, 64, 64, 16, 16, 16,
+                      3 * 16 * 64 * 4, 4),
+        _traffic_case("tall: 40 x 3 x 5, 8 x 2 x 3 tiles, no L2, fp64", 40, 3, 5, 8, 2, 3, 0, 8),
+        _traffic_case("wide and non-square tiles: 6 x 50 x 7, 4 x 16 x 2, 2 KiB, bf16", 6, 50, 7, 4, 16, 2, 2048, 2),
+    ]
+    g = rng()
+    for _ in range(6):
+        m, n, k = (int(v) for v in g.integers(1, 60, 3))
+        tile_m, tile_n, tile_k = (int(g.choice([1, 2, 3, 4, 5, 8, 16, 32])) for _ in range(3))
+        element = int(g.choice([1, 2, 4, 8]))
+        largest = (tile_m * tile_k + tile_k * tile_n) * element
+        total = (m * k + k * n) * element
+        l2 = int(g.choice([0, largest, int(g.integers(largest, max(largest, total // 2) + 1)), total]))
+        cases.append(_traffic_case(f"{m} x {n} x {k}, {tile_m} x {tile_n} x {tile_k} tiles, L2 {l2} B, "
+                                   f"{element}-byte elements", m, n, k, tile_m, tile_n, tile_k, l2, element))
+    check("tile_traffic", fn, cases, compare=_same_traffic)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.exercises import Case, check, rng, short
 from mlsys_lab.training_memory.accounting import (
     training_memory_bytes,
     transformer_layer_activation_bytes,
     transformer_params,
 )
+from mlsys_lab.training_memory.recompute import simulate_checkpoint_plan
 
 
 def reference_layer_norm_backward(x: np.ndarray, grad_out: np.ndarray, eps: float = 1e-5) -> np.ndarray:
@@ -156,3 +157,174 @@ def _close(got, expected, rtol: float) -> bool:
         return False
     exp_arr = np.asarray(expected, dtype=float)
     return got_arr.shape == exp_arr.shape and bool(np.allclose(got_arr, exp_arr, rtol=rtol, atol=1e-9))
+
+
+# --- exercise 4: dynamic loss scaling -------------------------------------------------------------------------
+
+def check_loss_scaling(fn) -> None:
+    """``fn(backward, weights, lr, n_steps, init_scale, growth_factor, backoff_factor, growth_interval)`` -> dict.
+
+    Runs the learner's loop over fp16 gradient streams (:class:`training_memory_build.Fp16Backward`) with
+    underflowing coordinates (10⁻⁹: zero in fp16 unless scaled), overflow spikes and NaN steps, and compares with
+    GradScaler's semantics: the scale ``backward`` was really called with at each step (recorded here), the
+    returned ``scales`` and ``skipped``, and the fp32 master weights (each entry within 10⁻⁴ of its own size).
+    Hidden cases: a NaN while the growth counter is part-way (the counter must restart), growth and backoff
+    factors other than 2 and 0.5, growth_interval 1, a stream with no overflow at all.
+    """
+    from mlsys_lab.exercises.training_memory_build import Fp16Backward, loss_scaling_stream, reference_loss_scaling
+
+    g = rng()
+    cases = []
+
+    def add_case(label, grads, nan_steps, size, lr, settings):
+        weights = (size * lr * g.uniform(-3, 3, size=grads.shape[1])).astype(np.float32)
+        expected = reference_loss_scaling(Fp16Backward(grads, nan_steps), weights, lr, len(grads), *settings)
+        backward = Fp16Backward(grads, nan_steps)
+        entry_size = size * lr * len(grads)  # each master weight's own scale: what its updates add up to
+        cases.append(Case(label, (backward, weights.copy(), lr, len(grads), *settings), expected=expected,
+                          check_result=lambda got, b=backward, e=expected, s=entry_size:
+                          _scaling_problem(got, b, e, s)))
+
+    example = np.full((6, 2), 1e-3)
+    example[1, 0] = 100.0  # × 1024 = 102,400 > 65,504: inf in fp16
+    add_case("the example: init 1024, interval 2, a spike at step 1", example, frozenset(), np.full(2, 1e-3), 1.0,
+             (1024.0, 2.0, 0.5, 2))
+    # A NaN when the counter stands at 2 of 3, then clean steps: growth comes 3 clean steps after the NaN.
+    grads, _, size = loss_scaling_stream(g, 16, 6, 0, 0)
+    add_case("NaN at step 2 of a growth interval of 3", grads, frozenset({2, 9}), size, 0.1, (2.0 ** 12, 2.0, 0.5, 3))
+    for i in range(6):
+        n_steps, d = int(g.integers(24, 48)), int(g.integers(4, 24))
+        grads, nan_steps, size = loss_scaling_stream(g, n_steps, d, int(g.integers(1, 4)), int(g.integers(1, 3)))
+        growth, backoff = (2.0, 0.5) if i < 3 else (4.0, 0.25)
+        interval = [1, 2, 3, 5, 4, 2][i]
+        init = 2.0 ** int(g.integers(10, 17))
+        add_case(f"{n_steps} steps of {d} gradients, init 2^{int(np.log2(init))}, growth ×{growth:g}, backoff "
+                 f"×{backoff:g}, interval {interval}", grads, nan_steps, size, float(g.choice([0.1, 1.0])),
+                 (init, growth, backoff, interval))
+    grads, _, size = loss_scaling_stream(g, 20, 8, 0, 0)
+    add_case("no overflow in 20 steps, interval 4", np.minimum(np.abs(grads), 1e-4) * np.sign(grads), frozenset(),
+             np.minimum(size, 1e-4), 0.5, (2.0 ** 8, 2.0, 0.5, 4))
+    check("loss_scaling", fn, cases, compare=lambda got, exp: True)
+
+
+def _scaling_problem(got, backward, expected, size) -> str | None:
+    if not isinstance(got, dict) or not {"weights", "scales", "skipped"} <= set(got):
+        return f"return a dict with 'weights', 'scales' and 'skipped'; got {type(got).__name__}"
+    want = expected["scales"]
+    steps = [step for step, _ in backward.calls]
+    if steps != list(range(len(want))):
+        return f"call backward(step, scale) once per step, steps 0, 1, 2, ...; it was called for steps {steps[:12]}"
+    for t, ((_, used), scale) in enumerate(zip(backward.calls, want, strict=True)):
+        if used != scale:
+            return f"step {t}: backward was called with scale {used:g}; GradScaler's scale there is {scale:g}"
+    for key, kind in (("scales", float), ("skipped", bool)):
+        got_list = [kind(v) for v in list(got[key])]
+        if got_list != expected[key]:
+            bad = next((t for t, (a, b) in enumerate(zip(got_list, expected[key], strict=False)) if a != b),
+                       min(len(got_list), len(expected[key])))
+            return (f"{key} differs from step {bad}: got {short(got_list[bad:bad + 4])}, "
+                    f"expected {short(expected[key][bad:bad + 4])}")
+    try:
+        weights = np.asarray(got["weights"], dtype=float)
+    except (TypeError, ValueError):
+        return "weights must be an array of numbers"
+    exp_w = expected["weights"].astype(float)
+    if weights.shape != exp_w.shape:
+        return f"weights have shape {weights.shape}; expected {exp_w.shape}"
+    bad = ~(np.abs(weights - exp_w) <= 1e-4 * size)
+    if bad.any():
+        j = int(np.argmax(bad))
+        return f"master weight {j} is {weights[j]:.6g}; expected {exp_w[j]:.6g}"
+    return None
+
+
+# --- exercise 5: a checkpointing plan under a memory budget ------------------------------------------------------
+
+def check_checkpoint_plan(fn) -> None:
+    """``fn(activation_bytes, checkpoint_bytes, forward_costs, budget_bytes)`` -> segment starts, or None.
+
+    Each answer is *run* through :func:`mlsys_lab.training_memory.recompute.simulate_checkpoint_plan`: its peak must
+    fit the budget and its recompute must equal the least any plan achieves (a DP on the grading side); when no
+    plan fits, the answer must be None. Hidden cases on chains of uneven layers (an attention-like layer that keeps
+    much more, cheap and costly layers): the budget exactly at the least feasible peak, one byte below it
+    (infeasible), exactly at the optimum's peak, where no checkpointing fits, and a chain of one layer.
+    """
+    from mlsys_lab.exercises.training_memory_build import least_feasible_budget, plan_problem, reference_checkpoint_plan
+
+    g = rng()
+    cases = []
+
+    def add_case(label, a, x, f, budget):
+        a, x, f = (np.asarray(v, dtype=np.int64) for v in (a, x, f))
+        optimum = reference_checkpoint_plan(a, x, f, budget)
+        cases.append(Case(f"{label}, budget {budget}", (a.copy(), x.copy(), f.copy(), int(budget)), expected=optimum,
+                          check_result=lambda got, a=a, x=x, f=f, b=budget, o=optimum:
+                          plan_problem(got, a, x, f, b, o)))
+
+    add_case("the example: 6 layers of 10 B, checkpoints 2 B, cost 1", [10] * 6, [2] * 6, [1] * 6, 34)
+    add_case("one layer", [int(g.integers(5, 50))], [1], [3], 60)
+    add_case("one layer that does not fit", [70], [1], [3], 69)
+    for i in range(7):
+        n = int(g.integers(5, 13))
+        a = g.integers(8, 40, size=n)
+        a[g.integers(n)] *= int(g.integers(3, 6))  # an attention-like layer that keeps much more
+        x = np.maximum(1, (a * g.uniform(0.05, 0.6, size=n)).astype(np.int64))
+        f = g.integers(1, 10, size=n)
+        least = least_feasible_budget(a, x, f)
+        total = int(a.sum())
+        kind = i % 4
+        if kind == 0:
+            budget, label = least, "the least feasible budget"
+        elif kind == 1:
+            budget, label = least - 1, "one byte below the least feasible budget"
+        elif kind == 2:
+            mid = int(g.integers(least, total))
+            budget = int(simulate_checkpoint_plan(a, x, f, reference_checkpoint_plan(a, x, f, mid)).peak_bytes)
+            label = "exactly the optimum's peak"
+        else:
+            budget, label = int(g.integers(least, total)), "a budget between"
+        add_case(f"{n} layers, A={a.tolist()}, C={x.tolist()}, F={f.tolist()}, {label}", a, x, f, budget)
+    a = g.integers(8, 40, size=6)
+    add_case("no checkpointing fits (budget = Σ A)", a, np.maximum(1, a // 4), g.integers(1, 10, size=6), int(a.sum()))
+    check("checkpoint_plan", fn, cases, compare=lambda got, exp: True)
+
+
+# --- exercise 6: softmax cross-entropy, a fused operator with its VJP ------------------------------------------
+
+def check_softmax_cross_entropy(fn) -> None:
+    """``fn(logits, labels, label_smoothing, grad_out)`` -> (per-row losses (B,), dL/dlogits (B, C)).
+
+    Compared with the engine's reverse pass through the primitive operations
+    (:func:`mlsys_lab.training_memory.autodiff.composed_softmax_cross_entropy`) to float64 round-off: losses within
+    10⁻¹² of max(1, the row's largest |logit|), gradients within 10⁻¹² of max |grad_out|. Central differences do
+    not get within 10⁻¹¹. Hidden cases: logits up to 10⁴ (exp overflows unless the row max is subtracted, and
+    log(softmax) is −inf unless computed as z − LSE), label smoothing 0 and not, a row of equal logits, two
+    classes, one row, a zero upstream gradient on some rows.
+    """
+    from mlsys_lab.exercises.training_memory_build import reference_softmax_cross_entropy, sce_problem
+
+    g = rng()
+    cases = []
+
+    def add_case(label, logits, labels, smoothing, grad_out):
+        logits = np.asarray(logits, dtype=np.float64)
+        labels = np.asarray(labels, dtype=np.int64)
+        grad_out = np.asarray(grad_out, dtype=np.float64)
+        expected = reference_softmax_cross_entropy(logits, labels, smoothing, grad_out)
+        cases.append(Case(label, (logits.copy(), labels.copy(), float(smoothing), grad_out.copy()), expected=expected,
+                          check_result=lambda got, z=logits, go=grad_out, e=expected: sce_problem(got, z, go, e)))
+
+    add_case("the example: z = [[2, 1, 0]], label 0, ε = 0, g = [1]", [[2.0, 1.0, 0.0]], [0], 0.0, [1.0])
+    for scale, smoothing in [(3.0, 0.0), (3.0, 0.1), (1e3, 0.0), (1e4, round(float(g.uniform(0.05, 0.3)), 3))]:
+        batch, classes = int(g.integers(2, 9)), int(g.integers(2, 12))
+        logits = scale * g.standard_normal((batch, classes)) + g.normal() * scale
+        labels = g.integers(0, classes, size=batch)
+        grad_out = g.standard_normal(batch)
+        grad_out[0] = 0.0
+        add_case(f"logits ~{scale:g}, B={batch}, C={classes}, ε={smoothing}", logits, labels, smoothing, grad_out)
+    add_case("a row of equal logits (p uniform), ε = 0.2", np.full((2, 5), 7.0), [1, 4], 0.2, g.standard_normal(2))
+    add_case("two classes, one row, logits ±800", [[800.0, -800.0]], [1], 0.0, [float(g.uniform(0.5, 2))])
+    batch = int(g.integers(2, 6))
+    add_case("label at the row max of large logits", 1e4 * np.eye(batch, 4), np.arange(batch) % 4, 0.0,
+             g.standard_normal(batch))
+    check("softmax_cross_entropy", fn, cases, compare=lambda got, exp: True)

@@ -11,6 +11,9 @@ checkpoints, checkpoint storage, elastic training.
 * :mod:`.checkpoint_io`: real checkpoints: the whole training state, atomic writes that survive SIGKILL,
   asynchronous checkpointing.
 * :mod:`.kill_resume`: kill a training run with SIGKILL at random points, resume it, compare bit for bit.
+* :mod:`.resume`: a job that keeps every checkpoint, each made complete by a manifest (size, SHA-256) written last.
+* :mod:`.detection`: flight records (collective entry/leave per rank and step), simulated or measured with real
+  processes and a watchdog thread: hung collectives and stragglers.
 * :mod:`.storage`: checkpoints as a storage burst (Tectonic-style): bytes per parameter, burst and tiered
   writes, HDD seeks and aggregation.
 """

@@ -83,12 +83,20 @@ def resumable_train_step(state: dict, x: np.ndarray, y: np.ndarray, config: Trai
         state["position"] = 0
     idx = state["permutation"][state["position"]:state["position"] + config.batch]
     state["position"] += config.batch
+    return adam_step(state, x[idx], y[idx], config.lr)
+
+
+def adam_step(state: dict, xb: np.ndarray, yb: np.ndarray, lr: float) -> float:
+    """One Adam step of the MLP on the mini-batch ``xb`` (B, d_in), ``yb`` (B, 1), in place.
+
+    Changes ``state["params"]``, ``state["m"]``, ``state["v"]`` and ``state["step"]`` (Adam's bias correction
+    reads the step). Returns the mini-batch's mean squared error before the step.
+    """
     p = state["params"]
-    xb, yb = x[idx], y[idx]  # (B, d_in), (B, 1)
     h = np.tanh(xb @ p["w1"] + p["b1"])  # (B, width)
     err = h @ p["w2"] + p["b2"] - yb  # (B, 1)
-    dh = (err @ p["w2"].T) * (1 - h * h) * (2 / len(idx))  # (B, width)
-    scale = 2 / len(idx)
+    dh = (err @ p["w2"].T) * (1 - h * h) * (2 / len(xb))  # (B, width)
+    scale = 2 / len(xb)
     grads = {"w2": h.T @ err * scale, "b2": err.sum(0) * scale, "w1": xb.T @ dh, "b1": dh.sum(0)}
     state["step"] += 1
     t = state["step"]
@@ -96,7 +104,7 @@ def resumable_train_step(state: dict, x: np.ndarray, y: np.ndarray, config: Trai
         state["m"][k] = 0.9 * state["m"][k] + 0.1 * grad
         state["v"][k] = 0.999 * state["v"][k] + 0.001 * grad * grad
         m_hat, v_hat = state["m"][k] / (1 - 0.9 ** t), state["v"][k] / (1 - 0.999 ** t)
-        p[k] = p[k] - config.lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+        p[k] = p[k] - lr * m_hat / (np.sqrt(v_hat) + 1e-8)
     return float((err ** 2).mean())
 
 

@@ -2,7 +2,7 @@
 
 * :mod:`.dependence`: distance vectors; legality of interchange, tiling, skewing, fusion, unroll-and-jam.
 * :mod:`.cache_model`: cache misses of a matmul loop nest, by the textbook formula and by simulation
-  (:func:`miss_curves`: every loop order over the explorer's tiles).
+  (:func:`miss_curves`: every loop order over the explorer's tiles; :func:`matmul_trace`: the address trace).
 * :mod:`.single`: unrolling, vectorization, peeling, parallelization, fusion on one loop.
 * :mod:`.matmul`: interchange, tiling, unroll-and-jam and a register-blocked micro-kernel on matmul.
 * :mod:`.wavefront`: skewing a dynamic-programming recurrence into parallel wavefronts.
@@ -19,6 +19,7 @@ from mlsys_lab.loops.cache_model import (
     LOOP_ORDERS,
     TILES,
     inner_stride,
+    matmul_trace,
     miss_curves,
     misses_per_iteration,
     simulate_matmul_misses,
@@ -47,8 +48,8 @@ from mlsys_lab.loops.measure import (
 )
 
 __all__ = [
-    "LOOP_ORDERS", "TILES", "inner_stride", "miss_curves", "misses_per_iteration", "simulate_matmul_misses",
-    "tile_fits",
+    "LOOP_ORDERS", "TILES", "inner_stride", "matmul_trace", "miss_curves", "misses_per_iteration",
+    "simulate_matmul_misses", "tile_fits",
     "apply_transformation", "fusion_legal", "interchange_legal", "is_legal", "legal_orders",
     "lexicographically_positive",
     "parallel_loops", "permute", "skew", "tiling_legal", "unroll_and_jam_legal",

@@ -134,4 +134,28 @@ def miss_curves(n: int, tiles: tuple[int, ...] = TILES) -> dict[str, np.ndarray]
 
 def tile_fits(tile: int, cache_bytes: int, element_bytes: int = 8, n_tiles: int = 3) -> bool:
     """The rule of thumb for choosing a tile: ``n_tiles`` tiles of tile x tile elements fit the cache."""
+    for name, value in (("tile", tile), ("cache_bytes", cache_bytes), ("element_bytes", element_bytes),
+                        ("n_tiles", n_tiles)):
+        check_int(name, value, low=1)
     return n_tiles * tile * tile * element_bytes <= cache_bytes
+
+
+def matmul_trace(n: int, order: str = "ijk", tile: int | None = None, element_bytes: int = 8) -> np.ndarray:
+    """Byte addresses of C[i,j] += A[i,k] * B[k,j] in execution order: the trace a cache sees.
+
+    Each iteration reads A[i,k], B[k,j] and C[i,j], in that order (3 n³ addresses, int64). A, B and C are
+    row-major n x n arrays laid out one after another from address 0 (A at 0, B at n² elements, C at 2 n²),
+    the layout and order :func:`simulate_matmul_misses` replays. ``tile`` tiles all three loops (``None``:
+    untiled; the last tile of a loop may be partial). Loop order names the loops outermost first ("ikj").
+    """
+    n = check_int("n", n, low=1, high=64)
+    check_choice("order", order, LOOP_ORDERS)
+    tile = n if tile is None else check_int("tile", tile, low=1, high=n)
+    element_bytes = check_int("element_bytes", element_bytes, low=1, high=16)
+    loops = np.indices((n, n, n)).reshape(3, -1)  # loops[d]: the value of the d-th loop, outermost first
+    # execution order: by tile of each loop (outermost first), then by the loops themselves
+    loops = loops[:, np.lexsort((loops[2], loops[1], loops[0], loops[2] // tile, loops[1] // tile,
+                                 loops[0] // tile))]
+    i, j, k = (loops[order.index(name)] for name in "ijk")
+    elements = np.stack([i * n + k, n * n + k * n + j, 2 * n * n + i * n + j], axis=1)  # (n³, 3): A, B, C
+    return (elements.reshape(-1) * element_bytes).astype(np.int64)

@@ -17,11 +17,11 @@ from typing import Sequence
 
 import numpy as np
 
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_array, check_int, check_sequence
 
 
 def _as_vectors(vectors: Sequence[Sequence[int]], name: str = "vectors") -> np.ndarray:
-    array = np.asarray(vectors, dtype=np.int64)
+    array = np.asarray(check_array(name, vectors, kinds="iu", min_size=0), dtype=np.int64)  # distances: integers
     if array.ndim != 2 or array.shape[1] < 1:
         raise ValueError(f"{name} must be a list of equal-length integer tuples (outermost loop first); "
                          f"got shape {array.shape}")
@@ -30,6 +30,7 @@ def _as_vectors(vectors: Sequence[Sequence[int]], name: str = "vectors") -> np.n
 
 def lexicographically_positive(vector: Sequence[int]) -> bool:
     """True when the first non-zero entry is positive: the source runs before the sink."""
+    check_array("vector", vector, ndim=1, kinds="iu", min_size=0)
     for entry in vector:
         if entry != 0:
             return entry > 0
@@ -56,7 +57,7 @@ def interchange_legal(vectors: Sequence[Sequence[int]], order: Sequence[int]) ->
 
 def legal_orders(vectors: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
     """Every loop order (a permutation of loop indices, outermost first) that keeps all dependences."""
-    depth = _as_vectors(vectors).shape[1]
+    depth = check_int("the depth of vectors", _as_vectors(vectors).shape[1], high=8)  # depth! orders are tried
     return [order for order in itertools.permutations(range(depth)) if interchange_legal(vectors, order)]
 
 
@@ -103,7 +104,7 @@ def skew(vectors: Sequence[Sequence[int]], factor: int, outer: int = 0, inner: i
     Skewing is always legal (it keeps lexicographic order); it is done to make a later interchange or
     tiling legal, e.g. the wavefront of a dynamic-programming table.
     """
-    factor = check_int("factor", factor, low=0)
+    factor = check_int("factor", factor, low=0, high=2**31)
     array = _as_vectors(vectors).copy()
     check_int("outer", outer, low=0, high=array.shape[1] - 1)
     check_int("inner", inner, low=0, high=array.shape[1] - 1)
@@ -117,6 +118,8 @@ def unroll_and_jam_legal(vectors: Sequence[Sequence[int]], outer: int = 0, inner
     Jamming runs a few ``outer`` iterations inside one ``inner`` iteration: a local interchange.
     """
     depth = _as_vectors(vectors).shape[1]
+    check_int("outer", outer, low=0, high=depth - 1)
+    check_int("inner", inner, low=0, high=depth - 1)
     order = list(range(depth))
     order[outer], order[inner] = order[inner], order[outer]
     return interchange_legal(vectors, order)
@@ -128,4 +131,7 @@ def fusion_legal(producer_writes_at: int, consumer_reads_at: Sequence[int]) -> b
     After fusion iteration i runs the consumer right after the producer: it may read only values of
     ``b`` already written, i.e. at index i + o with o <= 0 (``producer_writes_at`` shifts the write).
     """
+    check_int("producer_writes_at", producer_writes_at)
+    for offset in check_sequence("consumer_reads_at", consumer_reads_at):
+        check_int("consumer_reads_at", offset)
     return all(offset - producer_writes_at <= 0 for offset in consumer_reads_at)

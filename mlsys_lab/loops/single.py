@@ -10,6 +10,8 @@ import re
 
 from numba import njit, prange
 
+from mlsys_lab.validation import check_str
+
 
 @njit(cache=True)
 def sum_naive(x):
@@ -143,6 +145,8 @@ def _assembly(dispatcher) -> str:
 
 def count_vector_instructions(asm: str, pattern: str = PACKED_DOUBLE) -> dict[str, int]:
     """Count the packed-double instructions of AT&T assembly text, by register width (xmm, ymm, zmm)."""
+    check_str("asm", asm, nonempty=False)
+    check_str("pattern", pattern)
     counts: dict[str, int] = {"xmm": 0, "ymm": 0, "zmm": 0}
     for match in re.finditer(pattern, asm):
         counts[match.group(2)] += 1
@@ -178,6 +182,8 @@ def hottest_vector_loop(asm: str, pattern: str = PACKED_DOUBLE) -> list[str]:
     A loop here is a basic block that ends by jumping back to its own label (LLVM's innermost loops).
     Returns its lines, label first, directives dropped; an empty list if no loop uses packed doubles.
     """
+    check_str("asm", asm, nonempty=False)
+    check_str("pattern", pattern)
     lines = [line.strip() for line in asm.splitlines()]
     lines = [" ".join(line.split()) for line in lines if _is_code(line)]
     best: list[str] = []

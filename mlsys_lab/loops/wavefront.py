@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from mlsys_lab.validation import check_int
+
 
 @njit(cache=True)
 def min_path_serial(cost):
@@ -71,6 +73,8 @@ def min_path_wavefront(cost, block):
 
 def wavefront_count(n_blocks_i: int, n_blocks_j: int) -> np.ndarray:
     """Blocks available to run at once on each anti-diagonal: the parallelism the skew exposes."""
+    check_int("n_blocks_i", n_blocks_i, low=1, high=2**24)
+    check_int("n_blocks_j", n_blocks_j, low=1, high=2**24)
     t = np.arange(n_blocks_i + n_blocks_j - 1)
     return np.minimum.reduce([t + 1, np.full_like(t, n_blocks_i), np.full_like(t, n_blocks_j),
                               n_blocks_i + n_blocks_j - 1 - t])

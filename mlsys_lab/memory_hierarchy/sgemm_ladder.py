@@ -23,7 +23,7 @@ import numpy as np
 
 from mlsys_lab.kernels.memory_hierarchy.sgemm import STEPS, SgemmStep
 from mlsys_lab.memory_hierarchy.simt import shared_passes
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import check_choice, check_int, check_number, check_str, check_type
 
 WARP = 32
 PASS_BYTES = 128  # one pass: a 4-byte word from each of the 32 banks
@@ -44,6 +44,12 @@ class SmLimits:
     reserved_shared_per_block: int = 1024
     shared_unit: int = 128
 
+    def __post_init__(self) -> None:
+        for name in ("registers", "sub_partitions", "register_unit", "max_registers_per_thread", "max_warps",
+                     "max_blocks", "shared_bytes", "shared_unit"):
+            check_int(name, getattr(self, name), low=1, high=2**24)
+        check_int("reserved_shared_per_block", self.reserved_shared_per_block, low=0, high=self.shared_bytes)
+
 
 SM90 = SmLimits()  # H100 / H200
 
@@ -57,6 +63,12 @@ class Occupancy:
     fraction: float  # of the SM's warp slots
     limited_by: str  # "registers", "shared memory", "warps" or "blocks"
 
+    def __post_init__(self) -> None:
+        check_int("blocks_per_sm", self.blocks_per_sm, low=0)
+        check_int("warps_per_sm", self.warps_per_sm, low=0)
+        check_number("fraction", self.fraction, low=0.0, high=1.0)
+        check_choice("limited_by", self.limited_by, ("registers", "shared memory", "warps", "blocks"))
+
 
 def occupancy(registers_per_thread: int, threads_per_block: int, shared_bytes_per_block: int,
               limits: SmLimits = SM90) -> Occupancy:
@@ -65,6 +77,7 @@ def occupancy(registers_per_thread: int, threads_per_block: int, shared_bytes_pe
     >>> occupancy(255, 128, 16384).blocks_per_sm   # 256 x 32 registers per warp: 2 warps per sub-partition
     2
     """
+    check_type("limits", limits, SmLimits)
     check_int("registers_per_thread", registers_per_thread, low=1, high=limits.max_registers_per_thread)
     check_int("threads_per_block", threads_per_block, low=1, high=1024)
     check_int("shared_bytes_per_block", shared_bytes_per_block, low=0, high=limits.shared_bytes)
@@ -81,6 +94,7 @@ def occupancy(registers_per_thread: int, threads_per_block: int, shared_bytes_pe
 
 def shared_bytes(step: SgemmStep) -> int:
     """Static shared memory of a step's block: the A and B tiles, twice when double-buffered."""
+    check_type("step", step, SgemmStep)
     if not step.params:
         return 2 * 32 * 32 * 4 if step.name == "smem" else 0
     bm, bn, bk = step.tile
@@ -96,6 +110,12 @@ class SharedRequest:
     access_bytes: int
     passes: int  # the worst warp of the block
     ideal: int
+
+    def __post_init__(self) -> None:
+        check_str("label", self.label)
+        check_int("access_bytes", self.access_bytes, low=1, high=16)
+        check_int("passes", self.passes, low=1)
+        check_int("ideal", self.ideal, low=1)
 
     @property
     def conflict_degree(self) -> float:
@@ -186,6 +206,15 @@ class StepEvidence:
     shared_bytes: int
     occupancy: Occupancy
     worst_request: SharedRequest | None
+
+    def __post_init__(self) -> None:
+        check_str("step", self.step)
+        for name in ("registers", "threads"):
+            check_int(name, getattr(self, name), low=1)
+        check_int("shared_bytes", self.shared_bytes, low=0)
+        check_type("occupancy", self.occupancy, Occupancy)
+        if self.worst_request is not None:
+            check_type("worst_request", self.worst_request, SharedRequest)
 
 
 def ladder_evidence(record: dict, limits: SmLimits = SM90) -> list[StepEvidence]:

@@ -18,12 +18,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_array, check_bool, check_int
 
 
 def _check(logits: np.ndarray, k: int) -> int:
-    if logits.ndim != 2:
-        raise ValueError(f"logits must be a 2-D (tokens, experts) array; got shape {logits.shape}")
+    if (array := check_array("logits", logits, kinds="f")).ndim != 2:  # dtype and shape: no pass over values
+        raise ValueError(f"logits must be a 2-D (tokens, experts) array; got shape {array.shape}")
     return check_int("k", k, low=1, high=logits.shape[1])
 
 
@@ -85,6 +85,8 @@ def gate_bytes(n_tokens: int, n_experts: int, k: int, itemsize: int = 4, fused: 
     check_int("n_tokens", n_tokens, low=0)
     check_int("n_experts", n_experts, low=1)
     check_int("k", k, low=1, high=n_experts)
+    check_int("itemsize", itemsize, low=1, high=16)
+    check_bool("fused", fused)
     full, small = n_tokens * n_experts * itemsize, n_tokens * k * (8 + itemsize)
     if fused:
         return full + small

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from mlsys_lab.backend import asnumpy, xp
 from mlsys_lab.moe.gating import expert_fractions, load_balancing_grad, load_balancing_loss, switch_gating
 from mlsys_lab.nn import Adam, Params, accuracy, cross_entropy, init_normal
-from mlsys_lab.validation import check_int, check_number
+from mlsys_lab.validation import check_array, check_finite, check_int, check_number, check_type
 
 
 @dataclass(frozen=True)
@@ -39,13 +39,21 @@ class MoEClassifierConfig:
     n_clusters: int = 8
     top_k: int = 1
 
+    def __post_init__(self) -> None:
+        for name, high in (("d_in", 1024), ("n_experts", 256), ("d_hidden", 1024), ("n_classes", 1024),
+                           ("n_clusters", 1024)):  # a small classifier: the bounds keep it small
+            check_int(name, getattr(self, name), low=1, high=high)
+        check_int("top_k", self.top_k, low=1, high=self.n_experts)
+
 
 DEFAULT_CLASSIFIER = MoEClassifierConfig()
 
 
 def make_cluster_task(n_examples: int, config: MoEClassifierConfig = DEFAULT_CLASSIFIER, seed: int = 0):
     """(x (n, d) float32, y (n,) int, cluster (n,) int) as ``xp`` arrays; ``seed`` draws the samples."""
-    check_int("n_examples", n_examples, low=1)
+    check_int("n_examples", n_examples, low=1, high=2**20)
+    check_type("config", config, MoEClassifierConfig)
+    check_int("seed", seed, low=0)
     task_rng = np.random.default_rng(1234)  # the task (centres, rules) is the same for every sample seed
     centres = task_rng.normal(0, 3.0, size=(config.n_clusters, config.d_in))
     rules = task_rng.normal(size=(config.n_clusters, config.d_in, config.n_classes))
@@ -58,7 +66,8 @@ def make_cluster_task(n_examples: int, config: MoEClassifierConfig = DEFAULT_CLA
 
 def init_moe_classifier(config: MoEClassifierConfig = DEFAULT_CLASSIFIER, seed: int = 0) -> Params:
     """Router and expert weights; the router starts small so that early routing is nearly uniform."""
-    rng = np.random.default_rng(seed)
+    check_type("config", config, MoEClassifierConfig)
+    rng = np.random.default_rng(check_int("seed", seed, low=0))
     d, n, h, c = config.d_in, config.n_experts, config.d_hidden, config.n_classes
     return {"w_gate": init_normal(rng, (d, n), 0.01),
             "w1": init_normal(rng, (n, d, h), 1 / math.sqrt(d)), "b1": xp.zeros((n, h), xp.float32),
@@ -111,12 +120,26 @@ class MoERun:
     accuracy: float           # held-out
     expert_of_cluster: np.ndarray  # (n_clusters, n_experts): share of each cluster's tokens per expert
 
+    def __post_init__(self) -> None:
+        check_finite("aux_weight", self.aux_weight, low=0.0)
+        steps, n_experts = check_array("load", self.load, ndim=2, finite=True).shape
+        for name in ("aux_loss", "ce_loss"):  # a diverged run's NaN losses are its record: no finite check
+            check_array(name, getattr(self, name), shape=(steps,), kinds="f")
+        check_number("accuracy", self.accuracy, low=0.0, high=1.0)
+        if check_array("expert_of_cluster", self.expert_of_cluster, ndim=2, finite=True).shape[1] != n_experts:
+            raise ValueError(f"expert_of_cluster must have one column per expert, {n_experts} as in load; "
+                             f"got shape {self.expert_of_cluster.shape}")
+
 
 def train_moe(aux_weight: float = 0.01, steps: int = 300, batch_size: int = 256, lr: float = 1e-2,
               config: MoEClassifierConfig = DEFAULT_CLASSIFIER, seed: int = 0) -> MoERun:
     """Adam on every parameter; records the expert load at every step."""
-    check_number("aux_weight", aux_weight, low=0)
-    check_int("steps", steps, low=1)
+    check_finite("aux_weight", aux_weight, low=0)
+    check_int("steps", steps, low=1, high=10**5)
+    check_int("batch_size", batch_size, low=1, high=8192)
+    check_number("lr", lr, low=0.0, high=1.0, low_inclusive=False)  # Adam moves each weight ~lr per step
+    check_type("config", config, MoEClassifierConfig)
+    check_int("seed", seed, low=0)
     params = init_moe_classifier(config, seed)
     x_all, y_all, _ = make_cluster_task(8192, config, seed)
     opt = Adam(tuple(params), lr=lr)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from mlsys_lab.operators import passes as graph_passes
 from mlsys_lab.operators.eager import IMPLEMENTATIONS, check_inputs
 from mlsys_lab.operators.ir import Graph, trace
+from mlsys_lab.validation import check_int, check_sequence, check_type
 
 
 @dataclass
@@ -27,6 +28,14 @@ class CompiledGraph:
     steps: list[tuple[Callable, tuple[int, ...], int, dict, tuple[int, ...]]] = field(default_factory=list)
     n_slots: int = 0
     output_slots: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_type("graph", self.graph, Graph)
+        if not all(isinstance(step, tuple) and len(step) == 5 for step in check_sequence("steps", self.steps)):
+            raise TypeError("steps must be a list of (kernel, input slots, output slot, attrs, freed slots) tuples")
+        check_int("n_slots", self.n_slots, low=0)
+        for slot in check_sequence("output_slots", self.output_slots):
+            check_int("output_slots", slot, low=0, high=max(self.n_slots - 1, 0))
 
     def __call__(self, *arrays: Any) -> Any:
         check_inputs(self.graph, arrays)
@@ -50,6 +59,7 @@ class CompiledGraph:
 
 def build_plan(graph: Graph) -> CompiledGraph:
     """Give every tensor a slot and list the steps; a slot is emptied after its last reader."""
+    check_type("graph", graph, Graph)
     slot = {name: i for i, name in enumerate(graph.inputs)}
     for node in graph.nodes:
         if node.name not in slot:
@@ -89,6 +99,9 @@ def compile_graph(
     graph: Graph, passes: Sequence[Callable[[Graph], Graph]] = graph_passes.PIPELINE
 ) -> CompiledGraph:
     """Apply ``passes`` in order (default: replacement, dead code, fusion, reordering) and build the plan."""
+    check_type("graph", graph, Graph)
+    if not all(callable(graph_pass) for graph_pass in check_sequence("passes", passes)):
+        raise TypeError("passes must be a sequence of functions Graph -> Graph")
     for graph_pass in passes:
         graph = graph_pass(graph)
     return build_plan(graph)

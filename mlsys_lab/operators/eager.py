@@ -13,6 +13,7 @@ from typing import Any, Callable
 from mlsys_lab.backend import xp
 from mlsys_lab.nn import softmax
 from mlsys_lab.operators.ir import Graph
+from mlsys_lab.validation import check_int
 
 
 def _causal_mask(x):
@@ -69,6 +70,10 @@ class RunStats:
 
     n_kernels: int
     peak_live_bytes: int
+
+    def __post_init__(self) -> None:
+        check_int("n_kernels", self.n_kernels, low=0)
+        check_int("peak_live_bytes", self.peak_live_bytes, low=0)
 
 
 def check_inputs(graph: Graph, arrays: tuple) -> None:

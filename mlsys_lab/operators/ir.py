@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_int, check_sequence, check_str, check_type
 
 # op -> class of the notes. Elementwise ops can be fused into one generated loop.
 UNARY = ("neg", "exp", "log", "tanh", "sqrt", "relu", "sigmoid", "gelu", "square")
@@ -55,6 +55,17 @@ class Node:
     dtype: str = "float32"
     attrs: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        check_str("name", self.name)
+        check_str("op", self.op)
+        check_str("dtype", self.dtype)
+        if not all(isinstance(name, str) for name in check_sequence("inputs", self.inputs)):
+            raise TypeError(f"inputs must be a tuple of node names (str); got {self.inputs!r:.60}")
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                   for n in check_sequence("shape", self.shape)):
+            raise ValueError(f"shape must be a tuple of sizes (ints >= 0); got {self.shape!r:.60}")
+        check_type("attrs", self.attrs, dict)
+
     @property
     def n_bytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
@@ -76,6 +87,13 @@ class Graph:
     nodes: list[Node]
     inputs: list[str]
     outputs: list[str]
+
+    def __post_init__(self) -> None:
+        if not all(isinstance(node, Node) for node in check_sequence("nodes", self.nodes)):
+            raise TypeError("nodes must be a list of Node")
+        for name in ("inputs", "outputs"):
+            if not all(isinstance(n, str) for n in check_sequence(name, getattr(self, name))):
+                raise TypeError(f"{name} must be a list of node names (str); got {getattr(self, name)!r:.60}")
 
     def node(self, name: str) -> Node:
         for node in self.nodes:
@@ -255,6 +273,7 @@ def trace(fn: Callable[..., Any], *shapes: tuple[int, ...], dtype: str = "float3
 def layout(graph: Graph) -> dict[str, tuple[float, float]]:
     """Positions for drawing: y = depth (longest path from an input, constants folded into their user),
     x = spread evenly within each depth. Returns name -> (x, y), constants left out."""
+    check_type("graph", graph, Graph)
     depth: dict[str, int] = {}
     for node in graph.nodes:
         if node.op == "const":

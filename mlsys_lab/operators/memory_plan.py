@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsys_lab.operators.ir import Graph
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_int, check_sequence, check_str, check_type
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,13 @@ class Interval:
     end: int
     n_bytes: int
 
+    def __post_init__(self) -> None:
+        check_str("name", self.name)
+        check_int("start", self.start, low=0)
+        if check_int("end", self.end, low=0) < self.start:
+            raise ValueError(f"end must be >= start={self.start} (steps start .. end inclusive); got {self.end}")
+        check_int("n_bytes", self.n_bytes, low=0)
+
     def overlaps(self, other: Interval) -> bool:
         return self.start <= other.end and other.start <= self.end
 
@@ -38,6 +45,7 @@ def liveness(graph: Graph) -> list[Interval]:
     Step i is the i-th kernel of the graph's order. Outputs stay live to the last step. A reshape is a view:
     it extends the life of the tensor it views and has no bytes of its own.
     """
+    check_type("graph", graph, Graph)
     steps = [n for n in graph.nodes if n.op not in ("input", "const")]
     step_of = {n.name: i for i, n in enumerate(steps)}
     owner = {}  # a view's name -> the tensor that owns its bytes
@@ -54,8 +62,23 @@ def liveness(graph: Graph) -> list[Interval]:
     return [Interval(n.name, step_of[n.name], end[n.name], n.n_bytes) for n in steps if n.op != "reshape"]
 
 
+def _check_intervals(intervals) -> list:
+    if not all(isinstance(iv, Interval) for iv in check_sequence("intervals", intervals)):
+        raise TypeError("intervals must be a list of Interval (as liveness returns)")
+    return intervals
+
+
+def _check_events(events) -> None:
+    for event in check_sequence("events", events):
+        if not (isinstance(event, tuple) and len(event) == 3 and event[0] in ("alloc", "free")
+                and isinstance(event[2], int) and event[2] >= 0):
+            raise TypeError(f"events must be (action, tensor, n_bytes) tuples as allocation_events returns; "
+                            f"got {event!r:.60}")
+
+
 def live_bytes_per_step(intervals: list[Interval]) -> np.ndarray:
     """Bytes live at each step: Σ n_bytes over the intervals that contain the step."""
+    _check_intervals(intervals)
     n_steps = max((iv.end for iv in intervals), default=-1) + 1
     live = np.zeros(n_steps, dtype=np.int64)
     for iv in intervals:
@@ -65,23 +88,28 @@ def live_bytes_per_step(intervals: list[Interval]) -> np.ndarray:
 
 def peak_live_bytes(graph: Graph) -> int:
     """The lower bound on any plan's arena for this order of the graph: max over steps of live bytes."""
+    check_type("graph", graph, Graph)
     live = live_bytes_per_step(liveness(graph))
     return int(live.max()) if live.size else 0
 
 
 def lower_bound_bytes(intervals: list[Interval]) -> int:
     """max over steps of the live bytes: tensors live together cannot share memory."""
+    _check_intervals(intervals)
     live = live_bytes_per_step(intervals)
     return int(live.max()) if live.size else 0
 
 
 def no_reuse_bytes(intervals: list[Interval]) -> int:
     """Static allocation with no sharing: every tensor keeps its own buffer for the whole run."""
+    _check_intervals(intervals)
     return int(sum(iv.n_bytes for iv in intervals))
 
 
 def align(n_bytes: int, alignment: int = 64) -> int:
     """Round up to a multiple of ``alignment``."""
+    check_int("n_bytes", n_bytes, low=0)
+    check_int("alignment", alignment, low=1)
     return -(-n_bytes // alignment) * alignment
 
 
@@ -89,6 +117,7 @@ def plan_greedy_by_size(intervals: list[Interval], alignment: int = 64) -> dict[
     """Offsets in one arena: largest tensor first, each at the smallest gap among the tensors it overlaps
     in time that fits it (best fit), else on top of them. Returns name -> byte offset.
     """
+    _check_intervals(intervals)
     check_int("alignment", alignment, low=1)
     placed: list[tuple[int, Interval]] = []
     offsets: dict[str, int] = {}
@@ -111,11 +140,15 @@ def plan_greedy_by_size(intervals: list[Interval], alignment: int = 64) -> dict[
 
 def arena_bytes(intervals: list[Interval], offsets: dict[str, int]) -> int:
     """Size of the arena a plan needs: max over tensors of offset + n_bytes."""
+    _check_intervals(intervals)
+    check_type("offsets", offsets, dict)
     return max((offsets[iv.name] + iv.n_bytes for iv in intervals), default=0)
 
 
 def plan_conflicts(intervals: list[Interval], offsets: dict[str, int]) -> list[tuple[str, str]]:
     """Pairs of tensors live at the same step whose byte ranges overlap (a valid plan has none)."""
+    _check_intervals(intervals)
+    check_type("offsets", offsets, dict)
     missing = [iv.name for iv in intervals if iv.name not in offsets]
     if missing:
         raise ValueError(f"offsets must give every tensor an offset; missing {', '.join(missing)}")
@@ -139,10 +172,15 @@ class AllocatorStats:
     device_frees: int
     peak_reserved_bytes: int
 
+    def __post_init__(self) -> None:
+        for name in ("device_allocations", "device_frees", "peak_reserved_bytes"):
+            check_int(name, getattr(self, name), low=0)
+
 
 def allocation_events(graph: Graph, n_iterations: int = 1) -> list[tuple[str, str, int]]:
     """The (action, tensor, n_bytes) sequence an eager run makes, ``n_iterations`` times:
     ("alloc", name, n) when a node runs, ("free", name, n) after its last use."""
+    check_type("graph", graph, Graph)
     n_iterations = check_int("n_iterations", n_iterations, low=1, high=10**4)
     intervals = liveness(graph)
     events = []
@@ -155,6 +193,7 @@ def allocation_events(graph: Graph, n_iterations: int = 1) -> list[tuple[str, st
 
 def simulate_naive_allocator(events: list[tuple[str, str, int]]) -> AllocatorStats:
     """Every alloc is a device allocation, every free a device free."""
+    _check_events(events)
     live = peak = allocs = frees = 0
     for action, _, n in events:
         if action == "alloc":
@@ -170,6 +209,7 @@ def simulate_caching_allocator(events: list[tuple[str, str, int]], block_bytes: 
     smallest pooled block that fits and is at most twice the request, else allocates from the device.
     Nothing is returned to the device (as PyTorch's allocator, until ``empty_cache``).
     """
+    _check_events(events)
     block_bytes = check_int("block_bytes", block_bytes, low=1)
     pool: list[int] = []
     held: dict[str, int] = {}

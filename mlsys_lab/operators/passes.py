@@ -18,10 +18,12 @@ import functools
 from mlsys_lab.kernels.operators.attention import fused_attention
 from mlsys_lab.operators import codegen
 from mlsys_lab.operators.ir import FUSABLE, Graph, Node
+from mlsys_lab.validation import check_choice, check_type
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:
     """Keep only the nodes some output depends on (and every input, which callers still pass)."""
+    check_type("graph", graph, Graph)
     needed = set(graph.outputs) | set(graph.inputs)
     for node in reversed(graph.nodes):
         if node.name in needed:
@@ -38,6 +40,7 @@ def fusion_groups(graph: Graph) -> list[list[Node]]:
     user is this node and it is not a graph output, so every value inside a group stays in registers and
     only the group's last node is written to memory. A value read by two nodes stays a separate tensor.
     """
+    check_type("graph", graph, Graph)
     users = graph.users()
     group_of: dict[str, int] = {}
     groups: list[list[Node]] = []
@@ -76,6 +79,8 @@ def fuse_elementwise(graph: Graph, target: str | None = None) -> Graph:
 
     The fused node keeps the name of the group's last node, so its users need no rewiring.
     """
+    check_type("graph", graph, Graph)
+    check_choice("target", target, (None, "cpu", "gpu"))
     fused = graph.copy()
     for group in fusion_groups(fused):
         members = {n.name for n in group}
@@ -118,6 +123,8 @@ def match_attention(graph: Graph, node: Node) -> dict | None:
     Every intermediate must have this chain as its only user (otherwise it is needed elsewhere and must
     still be computed). The scale may be ``s * c``, ``c * s`` or ``s / c`` with a constant c.
     """
+    check_type("graph", graph, Graph)
+    check_type("node", node, Node)
     users = graph.users()
     if node.op != "matmul":
         return None
@@ -149,6 +156,7 @@ def match_attention(graph: Graph, node: Node) -> dict | None:
 
 def replace_attention(graph: Graph) -> Graph:
     """Replace every matched attention chain (6 kernels) by one ``attention`` node; drop the dead chain."""
+    check_type("graph", graph, Graph)
     replaced = graph.copy()
     for index, node in enumerate(replaced.nodes):
         parts = match_attention(replaced, node)
@@ -172,6 +180,7 @@ def reorder_for_memory(graph: Graph) -> Graph:
     the result is the same; only the peak of live memory changes (compare with
     :func:`mlsys_lab.operators.memory_plan.peak_live_bytes`).
     """
+    check_type("graph", graph, Graph)
     remaining_users = {name: len(us) for name, us in graph.users().items()}
     position = {n.name: i for i, n in enumerate(graph.nodes)}
     protected = set(graph.inputs) | set(graph.outputs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlsys_lab.validation import check_int, check_positive
+from mlsys_lab.validation import check_finite, check_int, check_number, check_positive, check_sequence
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,12 @@ class PipelineTimes:
     pipelined_seconds: float
     utilisation: tuple[float, ...]
 
+    def __post_init__(self) -> None:
+        check_finite("serial_seconds", self.serial_seconds, low=0.0)
+        check_finite("pipelined_seconds", self.pipelined_seconds, low=0.0)
+        for busy in check_sequence("utilisation", self.utilisation, min_size=1):
+            check_number("utilisation", busy, low=0.0, high=1.0)
+
     @property
     def speedup(self) -> float:
         return self.serial_seconds / self.pipelined_seconds
@@ -28,7 +34,7 @@ class PipelineTimes:
 
 def pipeline_times(stage_seconds: list[float] | tuple[float, ...], n_items: int) -> PipelineTimes:
     """serial = n·Σt; pipelined = Σt + (n - 1)·max t (fill, then one item per slowest stage)."""
-    if not stage_seconds:
+    if not check_sequence("stage_seconds", stage_seconds):
         raise ValueError("stage_seconds must list at least one stage time; got an empty list")
     stages = [check_positive("stage_seconds[i]", t) for t in stage_seconds]
     n = check_int("n_items", n_items, low=1)

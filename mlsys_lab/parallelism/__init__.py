@@ -21,7 +21,11 @@ tp        Megatron tensor parallelism (column/row splits, f and g); timing one r
 sp        Megatron sequence parallelism: TP's all-reduces split into reduce-scatter + all-gather
 ep        expert parallelism: a mixture-of-experts layer with all-to-all dispatch and combine
 pp        pipeline schedules (GPipe, 1F1B, interleaved): bubble formula, simulation, a real pipelined step
+zero_bubble  ZB-H1 (Qi et al. 2023): the backward split into B and W, simulated beside 1F1B
 zero      ZeRO stages 0–3 and offload: memory and bytes per GPU, a ZeRO Adam step on simulated ranks
+fsdp      the small MLP of the FSDP exercise: one layer's forward/backward, flat shards, single-device SGD
+fsdp_timeline  FSDP's step on two streams: prefetching the next gather, hybrid sharding (HSDP)
+bounds    when each axis turns communication-bound: the per-axis thresholds (C/W) of the JAX scaling book
 timeline  events on device streams: idle time, exposed communication, the raster the figures draw
 planner   the 3D (DP × TP × PP × ZeRO) planner, checked against Megatron-LM's published runs
 mpi_run   runner: the DP and TP steps across real MPI processes (through :func:`mlsys_lab.mpi.run_mpi`)
@@ -32,8 +36,10 @@ The main functions are importable from here:
 """
 
 from mlsys_lab.parallelism import comm
+from mlsys_lab.parallelism.bounds import dp_critical_tokens, pp_critical_width_layers, tp_critical_hidden
 from mlsys_lab.parallelism.comm import CommLog
 from mlsys_lab.parallelism.dp import data_parallel_grads, ddp_timeline
+from mlsys_lab.parallelism.fsdp_timeline import Interconnect, fsdp_state_bytes, fsdp_timeline
 from mlsys_lab.parallelism.model import (
     BlockConfig,
     init_model,
@@ -67,12 +73,15 @@ from mlsys_lab.parallelism.zero import (
     zero_memory_per_gpu,
     zero_savings,
 )
+from mlsys_lab.parallelism.zero_bubble import simulate_fbw, zb_h1_idle_formula, zb_h1_orders
 
 __all__ = [
-    "BlockConfig", "ClusterSpec", "CommLog", "Event", "ModelSpec", "Plan", "comm", "data_parallel_grads",
-    "ddp_timeline", "estimate", "init_model", "loss_and_grads", "max_relative_error_of_params",
-    "megatron_models", "n_params", "peak_stashed_microbatches", "pipeline_bubble_fraction",
-    "pipeline_loss_and_grads", "predict_megatron_runs", "rank_plans", "selene", "shard_block", "simulate_schedule",
-    "sp_loss_and_grads", "stream_idle_fraction", "timeline_summary", "tp_loss_and_grads", "zero_adam_step",
-    "zero_communication_bytes", "zero_memory_breakdown", "zero_memory_per_gpu", "zero_savings",
+    "BlockConfig", "ClusterSpec", "CommLog", "Event", "Interconnect", "ModelSpec", "Plan", "comm",
+    "data_parallel_grads", "ddp_timeline", "dp_critical_tokens", "estimate", "fsdp_state_bytes", "fsdp_timeline",
+    "init_model", "loss_and_grads", "max_relative_error_of_params", "megatron_models", "n_params",
+    "peak_stashed_microbatches", "pipeline_bubble_fraction", "pipeline_loss_and_grads", "pp_critical_width_layers",
+    "predict_megatron_runs", "rank_plans", "selene", "shard_block", "simulate_fbw", "simulate_schedule",
+    "sp_loss_and_grads", "stream_idle_fraction", "timeline_summary", "tp_critical_hidden", "tp_loss_and_grads",
+    "zb_h1_idle_formula", "zb_h1_orders", "zero_adam_step", "zero_communication_bytes", "zero_memory_breakdown",
+    "zero_memory_per_gpu", "zero_savings",
 ]

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from mlsys_lab.backend import module_of
 from mlsys_lab.collectives import simulate
 from mlsys_lab.collectives.network import CollectiveResult
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_array, check_int, check_type
 
 
 @dataclass
@@ -55,6 +55,7 @@ class CommLog:
 
 
 def _log(log: CommLog | None, name: str, result: CollectiveResult) -> None:
+    check_type("log", log, (CommLog, type(None)))
     if log is not None:
         log.record(name, int(result.bytes_sent.max()))
 
@@ -62,20 +63,33 @@ def _log(log: CommLog | None, name: str, result: CollectiveResult) -> None:
 def _check_group(buffers: list, name: str = "buffers") -> int:
     if not isinstance(buffers, (list, tuple)) or len(buffers) < 1:
         raise ValueError(f"{name} must be a non-empty list of per-rank arrays; got {type(buffers).__name__}")
+    for b in buffers:
+        if not hasattr(b, "shape"):
+            raise TypeError(f"{name} must hold per-rank arrays (NumPy or CuPy); got {type(b).__name__} {b!r:.40}")
     shapes = {tuple(b.shape) for b in buffers}
     if len(shapes) != 1:
         raise ValueError(f"{name} must hold arrays of one shape on every rank; got shapes {sorted(shapes)}")
     return len(buffers)
 
 
+def _tensor(array):
+    """A rank's tensor is an array (NumPy or CuPy), not a Python number or list: TypeError naming ``array``."""
+    if not hasattr(array, "shape"):
+        raise TypeError(f"array must be an array (NumPy or CuPy); got {type(array).__name__} {array!r:.40}")
+    return array
+
+
 def _check_splits(shape: tuple, n_parts: int, axis: int) -> None:
     if shape[axis] % n_parts:
-        raise ValueError(f"n_parts must divide array.shape[{axis}]={shape[axis]}; got {n_parts}")
+        raise ValueError(f"n_parts must divide array.shape[{axis}]={shape[axis]}; got {n_parts} (parts along axis {axis})")
 
 
 def partition(array, n_parts: int, axis: int = 0) -> list:
     """Split ``array`` into ``n_parts`` equal pieces along ``axis`` (the notes' *partitioning*)."""
     n_parts = check_int("n_parts", n_parts, low=1)
+    if (ndim := check_array("array", array, kinds="fiub").ndim) == 0:
+        raise ValueError("array must have at least one axis to partition; got a scalar")
+    check_int("axis", axis, low=-ndim, high=ndim - 1)
     _check_splits(array.shape, n_parts, axis)
     return [piece.copy() for piece in module_of(array).split(array, n_parts, axis=axis)]
 
@@ -83,6 +97,7 @@ def partition(array, n_parts: int, axis: int = 0) -> list:
 def replicate(array, n_copies: int) -> list:
     """One full copy of ``array`` per rank (the notes' *replication*)."""
     n_copies = check_int("n_copies", n_copies, low=1, high=4096)  # simulated ranks
+    array = check_array("array", _tensor(array), kinds="fiub")  # an array comes back as itself
     return [array.copy() for _ in range(n_copies)]
 
 
@@ -98,6 +113,7 @@ def all_reduce(buffers: list, log: CommLog | None = None) -> list:
 def reduce_scatter(buffers: list, axis: int = 0, log: CommLog | None = None) -> list:
     """Rank ``r`` ends with slice ``r`` (along ``axis``) of the sum of all buffers (ring)."""
     p = _check_group(buffers)
+    check_int("axis", axis, low=-len(buffers[0].shape), high=len(buffers[0].shape) - 1)
     _check_splits(buffers[0].shape, p, axis)
     xp = module_of(*buffers)
     front = [xp.moveaxis(b, axis, 0) for b in buffers]                       # p × (k, ...)
@@ -110,6 +126,7 @@ def reduce_scatter(buffers: list, axis: int = 0, log: CommLog | None = None) -> 
 def all_gather(shards: list, axis: int = 0, log: CommLog | None = None) -> list:
     """Every rank ends with all ranks' shards concatenated along ``axis`` (ring)."""
     p = _check_group(shards, "shards")
+    check_int("axis", axis, low=-len(shards[0].shape), high=len(shards[0].shape) - 1)
     xp = module_of(*shards)
     front = [xp.moveaxis(s, axis, 0) for s in shards]                        # p × (k, ...)
     result = simulate.all_gather([f.reshape(-1) for f in front])
@@ -124,6 +141,7 @@ def all_to_all(send: list[list], log: CommLog | None = None) -> list[list]:
     Pieces may differ in size (MoE token dispatch): :func:`~mlsys_lab.collectives.simulate.all_to_all_pieces`.
     The log records what the busiest rank sends to the others, since the slowest rank sets the time.
     """
+    check_type("log", log, (CommLog, type(None)))
     result = simulate.all_to_all_pieces(send)
     _log(log, "all_to_all", result)
     return result.outputs
@@ -131,6 +149,9 @@ def all_to_all(send: list[list], log: CommLog | None = None) -> list[list]:
 
 def send(array, log: CommLog | None = None):
     """Point-to-point transfer to the next pipeline stage (returns a copy, as the receiver holds)."""
+    array = check_array("array", _tensor(array), kinds="fiub")  # an array comes back as itself
+    if log is not None:
+        check_type("log", log, CommLog)
     if log is not None:
         log.record("send", array.nbytes)
     return array.copy()

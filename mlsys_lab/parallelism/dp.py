@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from mlsys_lab.collectives.overlap import bucketed_timeline
 from mlsys_lab.parallelism import comm
-from mlsys_lab.parallelism.model import loss_and_grads
+from mlsys_lab.parallelism.model import _check_blocks, loss_and_grads
 from mlsys_lab.parallelism.timeline import Event
-from mlsys_lab.validation import check_int, check_number, check_positive
+from mlsys_lab.validation import check_array, check_bool, check_int, check_number, check_positive
 
 
 def data_parallel_grads(x, target, blocks: list[dict], head_dim: int, n_ranks: int,
@@ -27,6 +27,10 @@ def data_parallel_grads(x, target, blocks: list[dict], head_dim: int, n_ranks: i
     x, target: (b, s, d) with ``n_ranks`` dividing b. Returns (mean loss, gradients of rank 0),
     which after the all-reduce are the same on every rank and equal the single-device ones.
     """
+    check_array("x", x, ndim=3, kinds="f")
+    check_array("target", target, ndim=3, kinds="f")
+    _check_blocks("blocks", blocks)
+    check_int("head_dim", head_dim, low=1)
     n_ranks = check_int("n_ranks", n_ranks, low=1)
     if x.shape[0] % n_ranks:
         raise ValueError(f"n_ranks must divide the batch size {x.shape[0]}; got {n_ranks}")
@@ -55,6 +59,10 @@ def ddp_timeline(layer_backward_seconds, layer_grad_bytes, bucket_bytes: float, 
     bucket at a time. With ``overlap=False`` every all-reduce waits for the end of backward.
     Returns one :class:`Event` per layer's backward ("compute") and per bucket ("comm").
     """
+    check_array("layer_backward_seconds", layer_backward_seconds, ndim=1, finite=True)
+    check_array("layer_grad_bytes", layer_grad_bytes, ndim=1, finite=True)
+    check_positive("latency_s", latency_s)
+    check_bool("overlap", overlap)
     bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     latency_s = check_number("latency_s", latency_s, low=0.0)
     timeline = bucketed_timeline(layer_backward_seconds, layer_grad_bytes, bucket_bytes, n_ranks,

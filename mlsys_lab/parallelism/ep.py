@@ -25,7 +25,7 @@ from mlsys_lab.backend import asnumpy, xp
 from mlsys_lab.moe.gating import top_k_gating
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import mlp
-from mlsys_lab.validation import check_divides, check_int
+from mlsys_lab.validation import check_array, check_divides, check_int, check_type
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,9 @@ class MoEConfig:
 
 def init_moe(cfg: MoEConfig, seed: int = 0) -> dict:
     """Router (d, E) and per-expert W1 (E, d, f), W2 (E, f, d)."""
-    g = np.random.default_rng(seed)
+    if not isinstance(cfg, MoEConfig):
+        raise TypeError(f"cfg must be a MoEConfig; got {type(cfg).__name__}")
+    g = np.random.default_rng(check_int("seed", seed, low=0))
     d, f, e = cfg.d_model, cfg.d_ff, cfg.n_experts
     return {"router": xp.asarray(g.normal(0, 1 / math.sqrt(d), (d, e))),
             "w1": xp.asarray(g.normal(0, 1 / math.sqrt(d), (e, d, f))),
@@ -63,6 +65,10 @@ def _route(x, params: dict):
 
 def moe_forward(x, params: dict):
     """Single-device MoE layer. x: (n, d) -> (n, d)."""
+    check_type("params", params, dict)
+    check_array("x", x, ndim=2, kinds="f")
+    if "router" not in params or x.shape[1] != params["router"].shape[0]:
+        raise ValueError(f"x must be (n, d) with the d of params['router']; got x {x.shape}")
     chosen, gates = _route(x, params)
     out = xp.zeros_like(x)
     for e in range(params["w1"].shape[0]):
@@ -78,6 +84,10 @@ def ep_moe_forward(x, params: dict, n_ranks: int, log: comm.CommLog | None = Non
 
     x: (n, d), n divisible by n_ranks. Returns (y (n, d), tokens_per_expert (E,) numpy array).
     """
+    check_type("params", params, dict)
+    check_array("x", x, ndim=2, kinds="f")
+    if "router" not in params or x.shape[1] != params["router"].shape[0]:
+        raise ValueError(f"x must be (n, d) with the d of params['router']; got x {x.shape}")
     n_experts = params["w1"].shape[0]
     check_divides("n_ranks", n_ranks, of_name="n_experts", of_value=n_experts)
     if x.shape[0] % n_ranks:

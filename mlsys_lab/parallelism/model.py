@@ -23,9 +23,31 @@ import numpy as np
 
 from mlsys_lab.backend import xp
 from mlsys_lab.nn import gelu, gelu_grad, mse_loss, softmax
-from mlsys_lab.validation import check_divides, check_int, max_relative_error
+from mlsys_lab.validation import (
+    check_array,
+    check_divides,
+    check_int,
+    check_number,
+    check_sequence,
+    check_type,
+    max_relative_error,
+)
 
 EPS = 1e-6
+
+
+def _check_blocks(name: str, blocks) -> list:
+    """A model's blocks: a non-empty list of parameter dicts (TypeError/ValueError naming ``name``)."""
+    for block in check_sequence(name, blocks, min_size=1):
+        check_type(name, block, dict)
+    return blocks
+
+
+def _check_cache(cache, size: int, made_by: str) -> tuple:
+    """A forward's cache: the ``size``-tuple ``made_by`` returned (TypeError naming ``cache``)."""
+    if not isinstance(cache, tuple) or len(cache) != size:
+        raise TypeError(f"cache must be the {size}-tuple {made_by} returns; got {type(cache).__name__} {cache!r:.40}")
+    return cache
 
 
 @dataclass(frozen=True)
@@ -48,7 +70,8 @@ class BlockConfig:
 
 def init_block(cfg: BlockConfig, seed: int = 0) -> dict:
     """Random parameters of one block (float64 so that sharded and unsharded agree to ~1e-12)."""
-    g = np.random.default_rng(seed)
+    check_type("cfg", cfg, BlockConfig)
+    g = np.random.default_rng(check_int("seed", seed, low=0))
     d, f = cfg.d_model, cfg.d_ff
 
     def w(n_in, n_out):
@@ -61,23 +84,33 @@ def init_block(cfg: BlockConfig, seed: int = 0) -> dict:
 def init_model(cfg: BlockConfig, n_layers: int, seed: int = 0) -> list[dict]:
     """``n_layers`` blocks with different random parameters."""
     check_int("n_layers", n_layers, low=1, high=1024)
+    check_type("cfg", cfg, BlockConfig)
+    check_int("seed", seed, low=0)
     return [init_block(cfg, seed + 1000 * i) for i in range(n_layers)]
 
 
 def n_params(blocks: list[dict]) -> int:
     """Number of parameters Ψ of a model (or one block in a list)."""
+    _check_blocks("blocks", blocks)
     return int(sum(v.size for blk in blocks for v in blk.values()))
 
 
 # --- RMSNorm ---------------------------------------------------------------------------------
 def rms_norm(x, gain):
     """y = x / rms(x) · g, rms over the last axis. x: (..., d), g: (d,)."""
+    fast = getattr(x, "ndim", 0) and getattr(gain, "ndim", 0) == 1 and x.size and x.dtype.kind == gain.dtype.kind == "f"
+    shape = x.shape if fast else check_array("x", x, kinds="f").shape  # dtype and shape: no pass over the values
+    if not shape or (gain.shape if fast else check_array("gain", gain, ndim=1, kinds="f").shape) != shape[-1:]:
+        raise ValueError(f"x must be (..., d) and gain (d,), one gain per feature; got x {tuple(shape)}, "
+                         f"gain {tuple(getattr(gain, 'shape', ()))}")
     inv_rms = 1.0 / xp.sqrt(xp.mean(x * x, axis=-1, keepdims=True) + EPS)  # (..., 1)
     return x * inv_rms * gain, (x, inv_rms, gain)
 
 
 def rms_norm_backward(dy, cache):
     """Returns (dx, dgain); dgain is summed over every leading axis."""
+    _check_cache(cache, 3, "rms_norm")
+    check_array("dy", dy, kinds="f", finite=True, shape=tuple(getattr(cache[0], "shape", ())))
     x, inv_rms, gain = cache
     xhat = x * inv_rms                                                       # (..., d)
     dgain = (dy * xhat).reshape(-1, x.shape[-1]).sum(axis=0)                  # (d,)
@@ -93,6 +126,17 @@ def attention(u, wq, wk, wv, wo, head_dim: int):
     u: (b, s, d); wq, wk, wv: (d, h_local·d_h); wo: (h_local·d_h, d) -> out: (b, s, d).
     With all heads this is the full layer; with a Megatron shard it is one rank's partial sum.
     """
+    check_int("head_dim", head_dim, low=1)
+    check_array("u", u, ndim=3, kinds="f")
+    for name, w in (("wq", wq), ("wk", wk), ("wv", wv), ("wo", wo)):
+        check_array(name, w, ndim=2, kinds="f")
+    for name, w in (("wq", wq), ("wk", wk), ("wv", wv)):
+        if w.shape[0] != u.shape[-1] or w.shape[1] != wq.shape[1]:
+            raise ValueError(f"{name} must be (d, h·d_h) = ({u.shape[-1]}, {wq.shape[1]}) for u of shape {u.shape}; "
+                             f"got {w.shape}")
+    if wo.shape != (wq.shape[1], u.shape[-1]):
+        raise ValueError(f"wo must be (h·d_h, d) = ({wq.shape[1]}, {u.shape[-1]}); got {wo.shape}")
+    check_divides("head_dim", head_dim, of_name="the columns of wq", of_value=wq.shape[1])
     b, s, _ = u.shape
     n_local = wq.shape[1] // head_dim
 
@@ -110,6 +154,8 @@ def attention(u, wq, wk, wv, wo, head_dim: int):
 
 def attention_backward(dout, cache):
     """Returns (du, {"wq", "wk", "wv", "wo"} gradients). dout: (b, s, d)."""
+    _check_cache(cache, 11, "attention")
+    check_array("dout", dout, ndim=3, kinds="f")
     u, q, k, v, probs, ctx, wq, wk, wv, wo, head_dim = cache
     b, s, _ = u.shape
     n_local = q.shape[1]
@@ -136,6 +182,13 @@ def mlp(u, w1, w2):
 
     Like every forward here it returns a pair: ``out, cache = mlp(u, w1, w2)``; the cache feeds :func:`mlp_backward`.
     """
+    check_array("u", u, ndim=(2, 3), kinds="f")
+    check_array("w1", w1, ndim=2, kinds="f")
+    check_array("w2", w2, ndim=2, kinds="f")
+    if w1.shape[0] != u.shape[-1]:
+        raise ValueError(f"w1 must have {u.shape[-1]} rows (u has {u.shape[-1]} features); got shape {w1.shape}")
+    if w2.shape[0] != w1.shape[1]:
+        raise ValueError(f"w2 must have {w1.shape[1]} rows (w1 has {w1.shape[1]} columns); got shape {w2.shape}")
     pre = u @ w1                                                              # (b, s, f_local)
     act = gelu(pre)
     return act @ w2, (u, pre, act, w1, w2)
@@ -143,6 +196,10 @@ def mlp(u, w1, w2):
 
 def mlp_backward(dout, cache):
     """Returns (du, {"w1", "w2"} gradients)."""
+    _check_cache(cache, 5, "mlp")
+    pre, w2 = cache[1], cache[4]
+    check_array("dout", dout, ndim=(2, 3), kinds="f", shape=(*getattr(pre, "shape", (0,))[:-1],
+                                                              getattr(w2, "shape", (0, 0))[-1]))
     u, pre, act, w1, w2 = cache
     d, f = w1.shape
     dw2 = act.reshape(-1, f).T @ dout.reshape(-1, w2.shape[1])               # (f_local, d)
@@ -154,6 +211,8 @@ def mlp_backward(dout, cache):
 # --- block, model, loss ----------------------------------------------------------------------
 def block_forward(x, p: dict, head_dim: int):
     """One block on one device. x: (b, s, d) -> (b, s, d)."""
+    check_type("p", p, dict)
+    check_int("head_dim", head_dim, low=1)
     u1, c_n1 = rms_norm(x, p["g1"])
     a, c_att = attention(u1, p["wq"], p["wk"], p["wv"], p["wo"], head_dim)
     h = x + a
@@ -164,6 +223,8 @@ def block_forward(x, p: dict, head_dim: int):
 
 def block_backward(dout, cache):
     """Returns (dx, grads with the same keys as the parameters)."""
+    _check_cache(cache, 4, "block_forward")
+    check_array("dout", dout, ndim=3, kinds="f")
     c_n1, c_att, c_n2, c_mlp = cache
     du2, g_mlp = mlp_backward(dout, c_mlp)
     dh_norm, dg2 = rms_norm_backward(du2, c_n2)
@@ -174,6 +235,8 @@ def block_backward(dout, cache):
 
 
 def model_forward(x, blocks: list[dict], head_dim: int):
+    _check_blocks("blocks", blocks)
+    check_int("head_dim", head_dim, low=1)
     caches = []
     for p in blocks:
         x, cache = block_forward(x, p, head_dim)
@@ -182,6 +245,10 @@ def model_forward(x, blocks: list[dict], head_dim: int):
 
 
 def model_backward(dy, caches):
+    for cache in check_sequence("caches", caches, min_size=1):
+        if not isinstance(cache, tuple) or len(cache) != 4:
+            raise TypeError(f"caches must hold the 4-tuples block_forward returns; got {type(cache).__name__}")
+    check_array("dy", dy, ndim=3, kinds="f")
     grads = []
     for cache in reversed(caches):
         dy, g = block_backward(dy, cache)
@@ -191,6 +258,10 @@ def model_backward(dy, caches):
 
 def loss_and_grads(x, target, blocks: list[dict], head_dim: int):
     """The single-device reference step: (loss, per-block gradient dicts)."""
+    _check_blocks("blocks", blocks)
+    check_int("head_dim", head_dim, low=1)
+    check_array("x", x, ndim=3, kinds="f")
+    check_array("target", target, ndim=3, kinds="f")
     y, caches = model_forward(x, blocks, head_dim)
     loss, dy = mse_loss(y, target)
     _, grads = model_backward(dy, caches)
@@ -199,10 +270,15 @@ def loss_and_grads(x, target, blocks: list[dict], head_dim: int):
 
 def sgd_update(blocks: list[dict], grads: list[dict], lr: float) -> list[dict]:
     """θ ← θ − lr·g, returning new parameter dicts."""
+    _check_blocks("blocks", blocks)
+    _check_blocks("grads", grads)
+    check_number("lr", lr, low=0.0, high=10.0)
     return [{k: p[k] - lr * g[k] for k in p} for p, g in zip(blocks, grads, strict=True)]
 
 
 def max_relative_error_of_params(got: list[dict], ref: list[dict]) -> float:
     """max over the tensors of a model (list of parameter dicts) of max|got − ref| / max|ref|
     (:func:`mlsys_lab.validation.max_relative_error` per tensor): how far a parallel result is from the reference."""
+    _check_blocks("got", got)
+    _check_blocks("ref", ref)
     return max(max_relative_error(a[k], b[k]) for a, b in zip(got, ref, strict=True) for k in b)

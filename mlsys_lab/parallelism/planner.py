@@ -132,6 +132,14 @@ class Estimate:
     flop_per_s_per_gpu: float  # F / (n · T), the figure Megatron-LM reports
     fits: bool
 
+    def __post_init__(self):
+        check_type("plan", self.plan, Plan)
+        check_int("n_microbatches", self.n_microbatches, low=1)
+        check_type("memory_bytes", self.memory_bytes, dict)
+        check_type("seconds", self.seconds, dict)
+        check_finite("flop_per_s_per_gpu", self.flop_per_s_per_gpu, low=0.0)
+        check_bool("fits", self.fits)
+
 
 def _link(group_span: int, cluster: ClusterSpec) -> float:
     """One link's rate for a point-to-point send between ranks ``group_span`` apart: NVLink or one NIC."""
@@ -166,6 +174,7 @@ def _check_specs(model, cluster, global_batch, plan=None) -> int:
 def estimate(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: int,
              efficiency: float = 0.5) -> Estimate:
     """Memory per GPU and step time of ``plan`` (see the module docstring for every term)."""
+    check_type("plan", plan, Plan)
     _check_specs(model, cluster, global_batch, plan)
     d, t, p = plan.dp, plan.tp, plan.pp
     if d * t * p != cluster.n_gpus:
@@ -241,6 +250,7 @@ def rank_plans(model: ModelSpec, cluster: ClusterSpec, global_batch: int, effici
 def calibrate_efficiency(model: ModelSpec, cluster: ClusterSpec, plan: Plan, global_batch: int,
                          measured_flop_per_s_per_gpu: float) -> float:
     """The GEMM efficiency at which :func:`estimate` reproduces a measured FLOP/s per GPU (bisection)."""
+    check_type("plan", plan, Plan)
     target = check_finite("measured_flop_per_s_per_gpu", measured_flop_per_s_per_gpu, low=0.0, low_inclusive=False)
     low, high = 1e-4, 1.0
     if estimate(model, cluster, plan, global_batch, high).flop_per_s_per_gpu < target:
@@ -272,6 +282,10 @@ def megatron_runs() -> list[dict]:
 
 def megatron_model(run: dict) -> ModelSpec:
     """The GPT model of one row of :func:`megatron_runs`, named like ``"GPT 145.6B"``."""
+    check_type("run", run, dict)
+    for key in ("n_layers", "hidden", "n_heads", "params_billion"):
+        if key not in run:
+            raise ValueError(f"run must be a row of megatron_runs() (with {key!r}); got keys {sorted(run)}")
     return ModelSpec(run["n_layers"], run["hidden"], run["n_heads"], name=f"GPT {run['params_billion']:g}B")
 
 

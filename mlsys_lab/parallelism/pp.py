@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
-from mlsys_lab.parallelism.model import block_backward, block_forward
+from mlsys_lab.parallelism.model import _check_blocks, block_backward, block_forward
 from mlsys_lab.parallelism.timeline import Event
-from mlsys_lab.validation import check_choice, check_finite, check_int, check_type
+from mlsys_lab.validation import check_array, check_choice, check_finite, check_int, check_type
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
@@ -183,6 +183,10 @@ def pipeline_loss_and_grads(x, target, blocks: list[dict], head_dim: int, n_stag
     Activations cross stages with :func:`comm.send`. Returns (loss, grads, measured peak stashed
     micro-batch-stages per device); gradients are accumulated over micro-batches (no update between).
     """
+    check_array("x", x, ndim=3, kinds="f")
+    check_array("target", target, ndim=3, kinds="f")
+    _check_blocks("blocks", blocks)
+    check_int("head_dim", head_dim, low=1)
     p, m, v = _check(n_stages, n_microbatches, schedule, n_chunks)
     n_virtual = p * v
     if len(blocks) % n_virtual:

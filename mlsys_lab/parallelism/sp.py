@@ -22,6 +22,7 @@ from mlsys_lab.backend import xp
 from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import (
+    _check_blocks,
     attention,
     attention_backward,
     mlp,
@@ -30,12 +31,17 @@ from mlsys_lab.parallelism.model import (
     rms_norm_backward,
 )
 from mlsys_lab.parallelism.tp import shard_block, unshard_grads
+from mlsys_lab.validation import check_array, check_divides, check_int, check_sequence
 
 SEQ_AXIS = 1
 
 
 def sp_block_forward(xs: list, shards: list[dict], head_dim: int, log: comm.CommLog | None = None):
     """One block with TP + SP. xs: t × (b, s/t, d), rank r holding sequence chunk r."""
+    check_int("head_dim", head_dim, low=1)
+    _check_blocks("shards", shards)
+    for x in check_sequence("xs", xs, min_size=len(shards), max_size=len(shards)):
+        check_array("xs", x, ndim=3, kinds="f")
     t = len(shards)
     n1 = [rms_norm(xs[r], shards[r]["g1"]) for r in range(t)]                  # (b, s/t, d)
     u1 = comm.all_gather([u for u, _ in n1], axis=SEQ_AXIS, log=log)           # g: t × (b, s, d)
@@ -54,6 +60,11 @@ def sp_block_forward(xs: list, shards: list[dict], head_dim: int, log: comm.Comm
 
 def sp_block_backward(douts: list, caches: list, log: comm.CommLog | None = None):
     """Backward of :func:`sp_block_forward`. douts: t × (b, s/t, d). Returns (dxs, shard grads)."""
+    caches = check_sequence("caches", caches, min_size=1)
+    for cache in caches:
+        if not isinstance(cache, tuple) or len(cache) != 4:
+            raise TypeError(f"caches must hold one 4-tuple per rank (the forward's); got {type(cache).__name__}")
+    check_sequence("douts", douts, min_size=len(caches), max_size=len(caches))
     t = len(caches)
     dm = comm.all_gather(douts, axis=SEQ_AXIS, log=log)                        # ḡ backward
     mb = [mlp_backward(dm[r], caches[r][3]) for r in range(t)]
@@ -75,6 +86,11 @@ def sp_block_backward(douts: list, caches: list, log: comm.CommLog | None = None
 def sp_loss_and_grads(x, target, blocks: list[dict], n_heads: int, n_ranks: int,
                       log: comm.CommLog | None = None):
     """A TP+SP step's loss and full-shape gradients. x: (b, s, d), n_ranks must divide s."""
+    check_array("x", x, ndim=3, kinds="f")
+    check_array("target", target, ndim=3, kinds="f")
+    _check_blocks("blocks", blocks)
+    check_divides("n_heads", n_heads, of_name="d_model", of_value=x.shape[-1])
+    check_int("n_ranks", n_ranks, low=1)
     if x.shape[SEQ_AXIS] % n_ranks:
         raise ValueError(f"n_ranks must divide the sequence length {x.shape[SEQ_AXIS]}; got {n_ranks}")
     head_dim = x.shape[-1] // n_heads

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlsys_lab.validation import check_finite, check_int, check_type
+from mlsys_lab.validation import check_finite, check_int, check_positive, check_sequence, check_type
 
 FORWARD_RGB, BACKWARD_RGB, COMM_RGB = (0.27, 0.51, 0.71), (0.90, 0.49, 0.13), (0.58, 0.40, 0.74)
 
@@ -44,7 +44,8 @@ class Event:
         numbers = isinstance(self.start, (int, float)) and isinstance(self.end, (int, float))
         if not (numbers and math.isfinite(self.start) and math.isfinite(self.end) and self.end >= self.start):
             check_finite("start", self.start)
-            check_finite("end", self.end, low=self.start)
+            if check_finite("end", self.end) < self.start:
+                raise ValueError(f"end must be >= start={self.start:g}; got {self.end:g}")
         if type(self.microbatch) is not int or self.microbatch < -1:
             check_int("microbatch", self.microbatch, low=-1)  # -1: not a pipeline op
         if type(self.chunk) is not int or self.chunk < 0:
@@ -116,6 +117,14 @@ def timeline_raster(events: list[Event], streams: list[str], n_px: int = 600, t_
     darker (×0.55), an edge between neighbours. Boxes alternate two shades (by their label) so that
     neighbouring micro-batches stay distinguishable. Empty time is white.
     """
+    check_sequence("streams", streams, min_size=1)
+    _check_events(events)
+    missing = sorted({e.stream for e in events} - set(streams))
+    if missing:
+        raise ValueError(f"streams must name every event's stream; {missing} missing from {list(streams)!r:.80}")
+    check_int("n_px", n_px, low=1, high=1 << 16)
+    if t_end is not None:
+        check_positive("t_end", t_end)
     _check_events(events)
     n_px = check_int("n_px", n_px, low=1)
     t_end = t_end or max(e.end for e in events)

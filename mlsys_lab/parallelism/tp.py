@@ -20,6 +20,7 @@ from mlsys_lab.backend import xp
 from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import (
+    _check_blocks,
     attention,
     attention_backward,
     mlp,
@@ -27,7 +28,7 @@ from mlsys_lab.parallelism.model import (
     rms_norm,
     rms_norm_backward,
 )
-from mlsys_lab.validation import check_divides, check_int
+from mlsys_lab.validation import check_array, check_divides, check_int, check_sequence, check_type
 
 COLUMN_SPLIT = ("wq", "wk", "wv", "w1")  # split along axis 1 (output features / heads)
 ROW_SPLIT = ("wo", "w2")  # split along axis 0 (input features)
@@ -35,6 +36,8 @@ ROW_SPLIT = ("wo", "w2")  # split along axis 0 (input features)
 
 def shard_block(p: dict, n_ranks: int, n_heads: int) -> list[dict]:
     """One block's parameters as ``n_ranks`` Megatron shards (column / row / replicated)."""
+    check_type("p", p, dict)
+    check_int("n_heads", n_heads, low=1)
     check_divides("n_ranks", n_ranks, of_name="n_heads", of_value=n_heads)
     check_divides("n_ranks", n_ranks, of_name="d_ff", of_value=p["w1"].shape[1])
     shards: list[dict] = [{} for _ in range(n_ranks)]
@@ -52,6 +55,8 @@ def shard_block(p: dict, n_ranks: int, n_heads: int) -> list[dict]:
 
 def unshard_grads(shard_grads: list[dict]) -> dict:
     """Reassemble full-shape gradients from per-rank ones (rank 0's copy of replicated ones)."""
+    for g in check_sequence("shard_grads", shard_grads, min_size=1):
+        check_type("shard_grads", g, dict)
     full = {}
     for name in shard_grads[0]:
         parts = [g[name] for g in shard_grads]
@@ -66,6 +71,10 @@ def unshard_grads(shard_grads: list[dict]) -> dict:
 
 def tp_block_forward(xs: list, shards: list[dict], head_dim: int, log: comm.CommLog | None = None):
     """One block on ``t`` ranks. xs: t × (b, s, d), identical on every rank. Returns (outs, caches)."""
+    check_int("head_dim", head_dim, low=1)
+    _check_blocks("shards", shards)
+    for x in check_sequence("xs", xs, min_size=len(shards), max_size=len(shards)):
+        check_array("xs", x, ndim=3, kinds="f")
     t = len(shards)
     n1 = [rms_norm(xs[r], shards[r]["g1"]) for r in range(t)]                 # replicated (b, s, d)
     # f: identity forward. Each rank runs its heads; g: all-reduce the partial outputs.
@@ -83,6 +92,11 @@ def tp_block_forward(xs: list, shards: list[dict], head_dim: int, log: comm.Comm
 
 def tp_block_backward(douts: list, caches: list, log: comm.CommLog | None = None):
     """Backward of :func:`tp_block_forward`. douts: t × (b, s, d). Returns (dxs, shard grads)."""
+    caches = check_sequence("caches", caches, min_size=1)
+    for cache in caches:
+        if not isinstance(cache, tuple) or len(cache) != 4:
+            raise TypeError(f"caches must hold one 4-tuple per rank (the forward's); got {type(cache).__name__}")
+    check_sequence("douts", douts, min_size=len(caches), max_size=len(caches))
     t = len(caches)
     # g backward = identity: every rank feeds the same dout into its MLP shard.
     mb = [mlp_backward(douts[r], caches[r][3]) for r in range(t)]
@@ -100,6 +114,11 @@ def tp_block_backward(douts: list, caches: list, log: comm.CommLog | None = None
 def tp_loss_and_grads(x, target, blocks: list[dict], n_heads: int, n_ranks: int,
                       log: comm.CommLog | None = None):
     """A full TP training step's loss and (reassembled, full-shape) gradients."""
+    check_array("x", x, ndim=3, kinds="f")
+    check_array("target", target, ndim=3, kinds="f")
+    _check_blocks("blocks", blocks)
+    check_divides("n_heads", n_heads, of_name="d_model", of_value=x.shape[-1])
+    check_int("n_ranks", n_ranks, low=1)
     head_dim = x.shape[-1] // n_heads
     sharded = [shard_block(p, n_ranks, n_heads) for p in blocks]
     xs, caches = comm.replicate(x, n_ranks), []
@@ -129,6 +148,17 @@ def time_mlp_shards(n_tokens: int, hidden: int, degrees=(1, 2, 4, 8), dtype: str
     from mlsys_lab.timing import Timing, benchmark
 
     check_int("repeat", repeat, low=1, high=1000)
+    check_int("n_tokens", n_tokens, low=1, high=2**16)
+    check_int("hidden", hidden, low=1, high=2**14)  # the (h, 4h) weight: 1 GiB of float32 at 2**14
+    if not isinstance(degrees, (tuple, list)) or not degrees:
+        raise TypeError(f"degrees must be a non-empty tuple of tensor-parallel degrees; got {degrees!r:.40}")
+    for t in degrees:
+        try:
+            check_divides("t", t, of_name="4·hidden", of_value=4 * hidden)
+        except ValueError as error:
+            raise ValueError(f"{error} (t: an entry of degrees)") from None
+    if not isinstance(dtype, str) or dtype not in ("float16", "float32", "float64"):
+        raise ValueError(f"dtype must be one of 'float16', 'float32', 'float64'; got {dtype!r:.40}")
     if cpu_threads is not None and not on_gpu:
         import json
         import os
@@ -171,4 +201,5 @@ def shard_gemm_intensity(n_tokens: int, hidden: int, t: int, bytes_per_value: in
     and writing Y once, bytes_per_value·(n·h + 4h²/t + 4n·h/t)."""
     n, h = check_int("n_tokens", n_tokens, low=1), check_int("hidden", hidden, low=1)
     t = check_int("t", t, low=1)
+    check_int("bytes_per_value", bytes_per_value, low=1, high=16)
     return 2 * n * h * 4 * h / t / (bytes_per_value * (n * h + 4 * h * h / t + 4 * n * h / t))

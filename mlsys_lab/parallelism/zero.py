@@ -26,8 +26,16 @@ import math
 from mlsys_lab.backend import xp
 from mlsys_lab.nn import mse_loss
 from mlsys_lab.parallelism import comm
-from mlsys_lab.parallelism.model import block_backward, block_forward, loss_and_grads
-from mlsys_lab.validation import check_array, check_bool, check_choice, check_finite, check_int, check_number
+from mlsys_lab.parallelism.model import _check_blocks, block_backward, block_forward, loss_and_grads
+from mlsys_lab.validation import (
+    check_array,
+    check_bool,
+    check_choice,
+    check_finite,
+    check_int,
+    check_number,
+    check_type,
+)
 
 STAGES = (0, 1, 2, 3)
 
@@ -134,6 +142,7 @@ def _pad(vector, n: int):
 
 def init_adam_state(blocks: list[dict]) -> dict:
     """Adam moments (zeros) for every block's flat parameter vector, and the step count."""
+    _check_blocks("blocks", blocks)
     sizes = [_flat(b).size for b in blocks]
     return {"m": [xp.zeros(n) for n in sizes], "v": [xp.zeros(n) for n in sizes], "t": 0}
 
@@ -157,6 +166,9 @@ def adam(theta, grad, m, v, t: int, lr: float, beta1=0.9, beta2=0.999, eps=1e-8)
 
 def reference_adam_step(x, target, blocks, head_dim, state, lr):
     """Single device: full gradient, full Adam. Returns (loss, new blocks, new state)."""
+    check_type("state", state, dict)
+    _check_blocks("blocks", blocks)
+    check_int("head_dim", head_dim, low=1)
     loss, grads = loss_and_grads(x, target, blocks, head_dim)
     t = state["t"] + 1
     new_blocks, ms, vs = [], [], []
@@ -181,6 +193,12 @@ def zero_adam_step(x, target, blocks: list[dict], head_dim: int, n_ranks: int, s
     Returns (loss, new blocks as full dicts, new state, peak elements held per rank by kind).
     ``state`` holds full-length moments (shard r is what rank r would keep).
     """
+    check_array("x", x, ndim=3, kinds="f")
+    check_array("target", target, ndim=3, kinds="f")
+    _check_blocks("blocks", blocks)
+    check_int("head_dim", head_dim, low=1)
+    if state is not None:
+        check_type("state", state, dict)
     n = check_int("n_ranks", n_ranks, low=1)
     check_choice("stage", stage, STAGES)
     if x.shape[0] % n:

@@ -10,6 +10,7 @@ Modules, in the order of the lesson:
 * :mod:`.models`: A one-block transformer classifier with four ways to fine-tune it, forward and backward by hand.
 * :mod:`.finetune`: Pre-train the tiny transformer on one synthetic task, then fine-tune it on a shifted one, four ways.
 * :mod:`.nf4`: NF4 storage as QLoRA keeps it: 4-bit codes, block-wise absmax constants, and those constants in 8 bits.
+* :mod:`.qlora`: QLoRA training: LoRA adapters on a frozen base kept as NF4 codes, dequantized on the fly.
 
 Model shapes (``TransformerShape``), NF4 levels and the block-wise quantizer come from lesson 06,
 :mod:`mlsys_lab.training_memory`; Adam and the losses from the floor, :mod:`mlsys_lab.nn`.
@@ -35,12 +36,23 @@ from mlsys_lab.peft.finetune import (
     finetune,
     inference_variants,
     make_task,
+    nf4_base,
     pretrain_base,
+    qlora_finetune,
+    step_seconds,
     task_accuracy,
     train_classifier,
 )
-from mlsys_lab.peft.models import METHODS, TinyConfig, add_method, init_base, merge_lora
-from mlsys_lab.peft.nf4 import double_dequantize, double_quantize, int4_levels, quantization_rmse
+from mlsys_lab.peft.models import METHODS, TinyConfig, add_method, init_base, merge_lora, step_flops
+from mlsys_lab.peft.nf4 import (
+    double_dequantize,
+    double_quantize,
+    int4_levels,
+    nf4_dequantize,
+    nf4_quantize,
+    quantization_rmse,
+)
+from mlsys_lab.peft.qlora import init_qlora_state, lora_linear_backward, qlora_step, train_qlora
 
 __all__ = [
     "GPT3_175B",
@@ -59,17 +71,27 @@ __all__ = [
     "full_finetune_bytes",
     "inference_variants",
     "init_base",
+    "init_qlora_state",
     "int4_levels",
     "lora_finetune_bytes",
+    "lora_linear_backward",
     "lora_params_for_model",
     "lora_params_for_shapes",
     "lora_trainable_params",
     "make_task",
     "merge_lora",
+    "nf4_base",
+    "nf4_dequantize",
+    "nf4_quantize",
     "peft_memory",
     "prefix_params",
     "pretrain_base",
+    "qlora_finetune",
+    "qlora_step",
     "quantization_rmse",
+    "step_flops",
+    "step_seconds",
     "task_accuracy",
     "train_classifier",
+    "train_qlora",
 ]

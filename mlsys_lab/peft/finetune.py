@@ -12,6 +12,7 @@ steps and reports accuracy, trainable parameters, optimizer memory and the measu
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,8 +29,17 @@ from mlsys_lab.peft.models import (
     forward,
     init_base,
 )
+from mlsys_lab.peft.nf4 import nf4_dequantize, nf4_quantize
 from mlsys_lab.timing import benchmark
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import (
+    check_choice,
+    check_finite,
+    check_int,
+    check_number,
+    check_sequence,
+    check_str,
+    check_type,
+)
 
 TASKS = {"pretrain": (0, 1, 2, 3), "shifted": (4, 5, 6, 7)}
 # Picked per method by a small sweep over {3e-3, 1e-2, 3e-2, 1e-1} at 300 steps
@@ -40,8 +50,9 @@ LEARNING_RATES = {"full": 3e-3, "head": 1e-2, "adapter": 3e-2, "prefix": 1e-1, "
 def make_task(task: str, n_examples: int, config: TinyConfig = DEFAULT_CONFIG, seed: int = 0):
     """(tokens (n, T) int, labels (n,) int) as ``xp`` arrays: label = most frequent of the task's 4 tokens."""
     check_choice("task", task, TASKS)
-    check_int("n_examples", n_examples, low=1)
-    rng = np.random.default_rng(seed)
+    check_int("n_examples", n_examples, low=1, high=2**20)
+    check_type("config", config, TinyConfig)
+    rng = np.random.default_rng(check_int("seed", seed, low=0))
     tokens = rng.integers(0, config.vocab, size=(n_examples, config.seq_len))
     counts = np.stack([(tokens == t).sum(axis=1) for t in TASKS[task]], axis=1)
     labels = counts.argmax(axis=1)
@@ -97,6 +108,19 @@ class FinetuneRun:
     step_seconds: float
     losses: tuple[float, ...]
 
+    def __post_init__(self) -> None:
+        check_str("method", self.method)
+        check_number("accuracy", self.accuracy, low=0.0, high=1.0)
+        check_int("total_params", self.total_params, low=0)
+        if check_int("trainable_params", self.trainable_params, low=0) > self.total_params:
+            raise ValueError(f"trainable_params must be at most total_params={self.total_params}; "
+                             f"got {self.trainable_params}")
+        check_int("optimizer_bytes", self.optimizer_bytes, low=0)
+        check_finite("step_seconds", self.step_seconds, low=0.0)
+        for loss in check_sequence("losses", self.losses):  # cross-entropies; a diverged run's NaN is its record
+            if not isinstance(loss, (int, float)) or isinstance(loss, bool) or loss < 0:
+                raise ValueError(f"losses must hold cross-entropies (numbers >= 0); got {loss!r:.40}")
+
 
 def finetune(base: Params, method: str, steps: int = 400, rank: int = 4, prefix_len: int = 4,
              lr: float = 1e-2, config: TinyConfig = DEFAULT_CONFIG, seed: int = 0) -> FinetuneRun:
@@ -139,10 +163,10 @@ def inference_variants(d_model: int = 1024, n_tokens: int = 8, rank: int = 8, se
     ``adapter``: y = x W, then y + relu(y Ad) Au: the extra GEMMs sit *after* W in series and cannot be
     folded into it because of the nonlinearity (Houlsby adapters' inference latency).
     """
-    check_int("d_model", d_model, low=1)
-    check_int("n_tokens", n_tokens, low=1)
+    check_int("d_model", d_model, low=1, high=2**14)
+    check_int("n_tokens", n_tokens, low=1, high=2**16)
     check_int("rank", rank, low=1, high=d_model)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_int("seed", seed, low=0))
     x = xp.asarray(rng.normal(size=(n_tokens, d_model)).astype(np.float32))
     w = xp.asarray(rng.normal(0, d_model**-0.5, size=(d_model, d_model)).astype(np.float32))
     a = xp.asarray(rng.normal(0, d_model**-0.5, size=(d_model, rank)).astype(np.float32))
@@ -151,3 +175,59 @@ def inference_variants(d_model: int = 1024, n_tokens: int = 8, rank: int = 8, se
     return {"merged": lambda: x @ merged,
             "lora unmerged": lambda: x @ w + (x @ a) @ b,
             "adapter": lambda: (lambda y: y + xp.maximum(y @ a, 0) @ b)(x @ w)}
+
+
+BASE_MATRICES = ("wq", "wk", "wv", "wo", "w1", "w2")  # the linear layers QLoRA stores in NF4
+
+
+def nf4_base(base: Params, block_size: int = 64) -> Params:
+    """A copy of ``base`` whose linear layers hold exactly the values their NF4 codes dequantize to.
+
+    Numerically what QLoRA's forward sees (it dequantizes each block on the fly); the memory saving itself is
+    not simulated. Embeddings and the head stay as they are, as in QLoRA.
+    """
+    params = {name: value.copy() for name, value in base.items()}
+    for name in BASE_MATRICES:
+        w = asnumpy(base[name])
+        restored = nf4_dequantize(*nf4_quantize(w, block_size=block_size), block_size=block_size)
+        params[name] = xp.asarray(restored.reshape(w.shape).astype(np.float32))
+    return params
+
+
+def qlora_finetune(base: Params, steps: int = 400, lr: float = LEARNING_RATES["lora"], **kw) -> FinetuneRun:
+    """LoRA fine-tuning of ``base`` with its linear layers rounded to NF4 (frozen), as QLoRA trains."""
+    run = finetune(nf4_base(base), "lora", steps=steps, lr=lr, **kw)
+    return FinetuneRun("qlora", *[getattr(run, f) for f in ("accuracy", "trainable_params", "total_params",
+                                                             "optimizer_bytes", "step_seconds", "losses")])
+
+
+def step_seconds(base: Params, methods: tuple[str, ...] = ("full", "lora"), batch_size: int = 16, rounds: int = 9,
+                 config: TinyConfig = DEFAULT_CONFIG) -> dict[str, dict[str, float]]:
+    """Median seconds of the forward, the backward and the Adam update of one step, per method, on this machine.
+
+    CPU seconds of this process (``time.process_time``), which other programs on a shared machine do not
+    inflate as they do wall-clock time (run with one BLAS thread: ``mlsys_lab.cpu``). The methods are timed
+    in turn, one run of each part per round, so that what slows the machine slows all of them; the median is
+    over ``rounds``.
+    """
+    check_int("rounds", rounds, low=1)
+    tokens, labels = make_task("shifted", check_int("batch_size", batch_size, low=1), config, seed=7)
+    parts = {}
+    for method in methods:
+        params, trainable = add_method(base, method)
+        opt = Adam(trainable, lr=1e-12)  # a real update that leaves the model as it is
+        logits, cache = forward(params, tokens)
+        dlogits = cross_entropy(logits, labels)[1]
+        grads = backward(params, cache, dlogits, trainable)
+        parts[method] = {"forward": lambda p=params: forward(p, tokens),
+                         "backward": lambda p=params, c=cache, g=dlogits, t=trainable: backward(p, c, g, t),
+                         "update": lambda p=params, o=opt, g=grads: o.step(p, g)}
+    samples: dict = {m: {part: [] for part in parts[m]} for m in methods}
+    for _ in range(rounds):
+        for method in methods:
+            for part, fn in parts[method].items():
+                fn()  # warm: caches, allocator
+                start = time.process_time()
+                fn()
+                samples[method][part].append(time.process_time() - start)
+    return {m: {part: float(np.median(v)) for part, v in samples[m].items()} for m in methods}

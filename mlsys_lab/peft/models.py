@@ -31,7 +31,7 @@ import numpy as np
 
 from mlsys_lab.backend import xp
 from mlsys_lab.nn import Params, init_normal, softmax
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import check_choice, check_int, check_type
 
 METHODS = ("full", "head", "adapter", "prefix", "lora")
 PROJECTIONS = ("q", "k", "v", "o")
@@ -48,12 +48,17 @@ class TinyConfig:
     d_hidden: int = 64
     n_classes: int = 4
 
+    def __post_init__(self) -> None:
+        for name in ("vocab", "seq_len", "d_model", "d_hidden", "n_classes"):  # a tiny model: bounds keep it so
+            check_int(name, getattr(self, name), low=1, high=4096)
+
 
 DEFAULT_CONFIG = TinyConfig()
 
 def init_base(config: TinyConfig, seed: int = 0) -> Params:
     """Random base parameters (what pre-training starts from)."""
-    rng = np.random.default_rng(seed)
+    check_type("config", config, TinyConfig)
+    rng = np.random.default_rng(check_int("seed", seed, low=0))
     d, h = config.d_model, config.d_hidden
     p = {"emb": init_normal(rng, (config.vocab, d), 1.0),
          "pos": init_normal(rng, (config.seq_len, d), 1.0)}
@@ -144,18 +149,23 @@ def forward(params: Params, tokens, lora_scale: float = 1.0) -> tuple[object, di
     return pooled @ params["head"] + params["head_b"], c
 
 
-def _proj_backward(params: Params, t: str, x2d, dy, scale: float, cache: dict, grads: dict, trainable: set):
-    """Gradients of y = x W + s (x A) B: dW = xᵀdy, dB = s (xA)ᵀ dy, dA = s xᵀ (dy Bᵀ); returns dx."""
+def _proj_backward(params: Params, t: str, x2d, dy, scale: float, cache: dict, grads: dict, trainable: set,
+                   need_dx: bool = True):
+    """Gradients of y = x W + s (x A) B: dW = xᵀdy, dB = s (xA)ᵀ dy, dA = s xᵀ (dy Bᵀ); returns dx (or None).
+
+    A frozen W costs no dW; dx only when something below is trained (``need_dx``).
+    """
     w = params["w" + t]
     if "w" + t in trainable:
         grads["w" + t] = x2d.T @ dy
-    dx = dy @ w.T
+    dx = dy @ w.T if need_dx else None
     if f"lora_a_{t}" in params:
         a, b = params[f"lora_a_{t}"], params[f"lora_b_{t}"]
         dy_bt = dy @ b.T                                               # (n, r)
         grads[f"lora_b_{t}"] = scale * (cache["xa_" + t].T @ dy)
         grads[f"lora_a_{t}"] = scale * (x2d.T @ dy_bt)
-        dx = dx + scale * (dy_bt @ a.T)
+        if need_dx:
+            dx = dx + scale * (dy_bt @ a.T)
     return dx
 
 
@@ -181,10 +191,12 @@ def backward(params: Params, cache: dict, dlogits, trainable: tuple[str, ...],
         g["ad_down_b"] = dz.sum(axis=(0, 1))
         dx2 = dx3 + dz @ params["ad_down"].T
     u = cache["u"]
-    relu_u = xp.maximum(u, 0)
-    g["w2"], g["b2"] = relu_u.reshape(-1, u.shape[-1]).T @ dx2.reshape(-1, d), dx2.sum(axis=(0, 1))
+    if "w2" in train:  # frozen weights cost no dW (the saving of every PEFT method's backward)
+        relu_u = xp.maximum(u, 0)
+        g["w2"], g["b2"] = relu_u.reshape(-1, u.shape[-1]).T @ dx2.reshape(-1, d), dx2.sum(axis=(0, 1))
     du = (dx2 @ params["w2"].T) * (u > 0)
-    g["w1"], g["b1"] = cache["x1"].reshape(-1, d).T @ du.reshape(-1, u.shape[-1]), du.sum(axis=(0, 1))
+    if "w1" in train:
+        g["w1"], g["b1"] = cache["x1"].reshape(-1, d).T @ du.reshape(-1, u.shape[-1]), du.sum(axis=(0, 1))
     dx1 = dx2 + du @ params["w1"].T
     do = _proj_backward(params, "o", cache["o"].reshape(-1, d), dx1.reshape(-1, d), lora_scale, cache, g,
                         train).reshape(bsz, seq, d)
@@ -200,11 +212,48 @@ def backward(params: Params, cache: dict, dlogits, trainable: tuple[str, ...],
         dk, dv = dk[:, n_prefix:], dv[:, n_prefix:]
     x0f = cache["x0f"]
     dx0 = dx1.reshape(-1, d)
+    below = "emb" in train or "pos" in train  # only the embeddings need the gradient of x0
     for t, dy in (("q", dq), ("k", dk), ("v", dv)):
-        dx0 = dx0 + _proj_backward(params, t, x0f, dy.reshape(-1, d), lora_scale, cache, g, train)
+        dx = _proj_backward(params, t, x0f, dy.reshape(-1, d), lora_scale, cache, g, train, need_dx=below)
+        dx0 = dx0 + dx if below else dx0
     if "emb" in train:
         onehot = (cache["tokens"].reshape(-1)[:, None] == xp.arange(params["emb"].shape[0])[None, :])
         g["emb"] = onehot.astype(dx0.dtype).T @ dx0
         g["pos"] = xp.zeros_like(params["pos"])
         g["pos"][:seq] = dx0.reshape(bsz, seq, d).sum(axis=0)
     return {name: g[name] for name in trainable}
+
+
+def step_flops(config: TinyConfig, method: str, batch_size: int, rank: int = 4, prefix_len: int = 4,
+               lora_targets: tuple[str, ...] = ("q", "v")) -> dict[str, int]:
+    """Matmul FLOPs (2 per multiply-add) of one training step of :func:`forward` and :func:`backward`, by part.
+
+    ``forward``; ``backward: dX`` (gradients flowing down through every matmul, weights and attention); ``backward:
+    dW`` (the weights' own gradients, paid only for trained weights; LoRA's A and B are in it). Each weight
+    matmul of the forward, x W with x (N, k) and W (k, m), costs 2·N·k·m; its backward costs that again for dX
+    = dY Wᵀ and again for dW = xᵀ dY, so a dense step is ≈ 3× the forward and one with frozen weights ≈ 2×.
+    Element-wise work (softmax, ReLU, Adam) is left out; with ``full`` the embedding gather's gradient is a
+    one-hot matmul, counted in dW.
+    """
+    check_type("config", config, TinyConfig)
+    check_choice("method", method, METHODS)
+    check_int("batch_size", batch_size, low=1)
+    check_int("rank", rank, low=1, high=config.d_model)
+    check_int("prefix_len", prefix_len, low=1, high=4096)
+    b, t, d, h, c = batch_size, config.seq_len, config.d_model, config.d_hidden, config.n_classes
+    n, keys = b * t, t + (prefix_len if method == "prefix" else 0)
+    adapted = lora_targets if method == "lora" else ()
+    fwd = 2 * (4 * n * d * d + 2 * n * d * h + b * d * c + 2 * b * t * keys * d)
+    fwd += sum(2 * 2 * n * d * rank for _ in adapted) + (2 * 2 * n * d * rank if method == "adapter" else 0)
+    below = method == "full"  # does anything under the attention block train (the embeddings)?
+    dx = 2 * (b * d * c + 2 * n * d * h + n * d * d + 2 * 2 * b * t * keys * d)   # head, MLP, W_o, attention
+    dx += 2 * 3 * n * d * d if below else 0                                       # W_q, W_k, W_v down to x0
+    dx += 2 * 2 * n * d * rank if method == "adapter" else 0
+    dx += sum(2 * n * d * rank for t_ in adapted if t_ == "o" or below)
+    if method == "head":
+        dx = 0                                                                    # backward stops at the head
+    dw = 2 * b * d * c                                                            # the head is always trained
+    if method == "full":
+        dw += 2 * (4 * n * d * d + 2 * n * d * h + n * config.vocab * d)
+    dw += sum(2 * 2 * n * d * rank for _ in adapted) + (2 * 2 * n * d * rank if method == "adapter" else 0)
+    return {"forward": fwd, "backward: dX": dx, "backward: dW": dw}

@@ -14,7 +14,9 @@ Modules, in the order of the lesson:
 * :mod:`.hogwild`: Hogwild! (Niu, Recht, Ré, Wright 2011): parallel SGD on shared weights, with no locks at all.
 * :mod:`.accounting`: Memory accounting for training (内存使用): what a step keeps, predicted from shapes and
   measured; the transformer shapes later lessons count with.
-* :mod:`.recompute`: Activation (gradient) checkpointing on the autodiff engine, measured (Chen et al. 2016).
+* :mod:`.mixed_precision`: fp16 and bf16 from their bit layouts, loss scaling, fp32 master weights (混合精度).
+* :mod:`.recompute`: Activation (gradient) checkpointing on the autodiff engine, measured (Chen et al. 2016);
+  any plan of segments over a chain of uneven layers, run event by event.
 * :mod:`.quantize`: Quantization (量化): integers plus scales in place of floats, and what it costs in error;
   NF4 and its block-wise quantizer.
 * :mod:`.sparsity`: Weight sparsity (权重稀疏化): unstructured magnitude pruning vs 2:4 semi-structured sparsity.
@@ -40,12 +42,14 @@ from mlsys_lab.training_memory.accounting import (
 from mlsys_lab.training_memory.autodiff import Tape, Tensor
 from mlsys_lab.training_memory.diff_modes import forward_mode_gradient, numerical_gradient
 from mlsys_lab.training_memory.hogwild import hogwild_sgd, overlap_probability
+from mlsys_lab.training_memory.mixed_precision import BF16, FP16, FP32, FloatFormat, to_bfloat16
 from mlsys_lab.training_memory.quantize import dequantize, nf4_levels, nf4_quantize_dequantize, quantize
 from mlsys_lab.training_memory.recompute import (
     checkpoint_sweep,
     forward_backward,
     predicted_peak_bytes,
     recompute_time_ratio,
+    simulate_checkpoint_plan,
 )
 from mlsys_lab.training_memory.sparsity import prune_n_m, prune_unstructured
 from mlsys_lab.training_memory.training import (
@@ -62,6 +66,10 @@ from mlsys_lab.training_memory.weight_compression import break_even_bandwidth, c
 from mlsys_lab.training_memory.weights_io import measure_load
 
 __all__ = [
+    "BF16",
+    "FP16",
+    "FP32",
+    "FloatFormat",
     "MLP",
     "TRANSFORMER_SHAPES",
     "MemoryBreakdown",
@@ -91,8 +99,10 @@ __all__ = [
     "quantize",
     "random_batch",
     "recompute_time_ratio",
+    "simulate_checkpoint_plan",
     "spiral_data",
     "train_mlp",
+    "to_bfloat16",
     "train_mlp_step",
     "training_memory_bytes",
     "transformer_layer_activation_bytes",

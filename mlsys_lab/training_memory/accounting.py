@@ -7,6 +7,7 @@ recipe             weights  gradients  master (fp32) copy  optimizer state  tota
 =================  =======  =========  ==================  ===============  ========
 fp32 + Adam        4        4          —                   8 (m, v)         16
 mixed + Adam       2        2          4                   8 (m, v)         16
+mixed, fp32 grads  2        4          4                   8 (m, v)         18 (Megatron-LM)
 fp32 + SGD         4        4          —                   0                8
 =================  =======  =========  ==================  ===============  ========
 
@@ -58,20 +59,26 @@ class MemoryBreakdown:
 
 
 def training_memory_bytes(n_params: int, precision: str = "fp32", optimizer: str = "adam",
-                          activation_bytes: float = 0.0) -> MemoryBreakdown:
+                          activation_bytes: float = 0.0, gradient_bytes: int | None = None) -> MemoryBreakdown:
     """Bytes of weights, gradients, fp32 master weights and optimizer state for ``n_params`` parameters.
 
     precision: "fp32" (4-byte weights and gradients) or "mixed" (2-byte weights and gradients plus a
     4-byte master copy). optimizer: "adam" (m and v, 4 bytes each), "sgd" (none), "sgd_momentum" (4).
+    ``gradient_bytes`` (2 or 4) overrides the gradients' width: Megatron-LM keeps bf16 weights with fp32
+    gradients (accumulated and all-reduced in fp32), so ``("mixed", "adam", gradient_bytes=4)`` is its
+    2 + 4 + 4 + 8 = 18 B/param, where ZeRO's mixed-precision Adam with 16-bit gradients is 16.
     """
     n = check_int("n_params", n_params, low=0)
     check_choice("precision", precision, PRECISIONS)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     activation_bytes = check_finite("activation_bytes", activation_bytes, low=0.0)
+    if gradient_bytes is not None:
+        check_choice("gradient_bytes", gradient_bytes, (2, 4))
     low = 4 if precision == "fp32" else 2
     state_per_param = {"adam": 8, "sgd": 0, "sgd_momentum": 4}[optimizer]
     master = 0 if precision == "fp32" else 4
-    return MemoryBreakdown(weights=n * low, gradients=n * low, master_weights=n * master,
+    grad = low if gradient_bytes is None else gradient_bytes
+    return MemoryBreakdown(weights=n * low, gradients=n * grad, master_weights=n * master,
                            optimizer_state=n * state_per_param, activations=float(activation_bytes))
 
 
@@ -236,6 +243,8 @@ def measure_peak_bytes(fn: Callable[[], Any]) -> tuple[Any, int, int]:
     it. On NumPy, tracemalloc sees every array allocation (NumPy reports them to it); on CuPy, a
     memory-pool hook counts the device blocks handed out.
     """
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable; got {type(fn).__name__} {fn!r:.40}")
     if backend.on_gpu:
         return _measure_gpu(fn)
     started_here = not tracemalloc.is_tracing()

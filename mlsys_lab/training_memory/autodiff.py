@@ -9,10 +9,12 @@ The tape's memory is the point of the lesson: every array an operation keeps for
 operation. :class:`Tape` counts those bytes (each array once, however many operations keep it) and
 remembers the peak, so the growth with depth and the saving of checkpointing can be measured.
 
-The operations (``matmul``, ``add``, ``tanh``, ``relu``, ``mse_loss``, ``softmax_cross_entropy``) take and
-return :class:`Tensor` objects and record their backward; they share their names with lesson 01's traced
-operators (:mod:`mlsys_lab.operators.functional`) and the floor's array functions (:mod:`mlsys_lab.nn`)
-on purpose: the same mathematics, in the engine that differentiates it.
+The operations (``matmul``, ``add``, ``sub``, ``mul`` with broadcasting on either side, ``exponential``,
+``logarithm``, ``sum_over``, ``pick``, ``tanh``, ``relu``, ``mse_loss``, the fused ``softmax_cross_entropy``
+and the same loss composed of primitives, ``composed_softmax_cross_entropy``) take and return
+:class:`Tensor` objects and record their backward; ``matmul``, ``tanh``, ``relu``, ``mse_loss`` share their
+names with lesson 01's traced operators (:mod:`mlsys_lab.operators.functional`) and the floor's array
+functions (:mod:`mlsys_lab.nn`) on purpose: the same mathematics, in the engine that differentiates it.
 
     tape = Tape()
     x = Tensor(xp.ones((4, 3)), tape)              # an input
@@ -28,6 +30,7 @@ from typing import Callable
 
 from mlsys_lab import nn
 from mlsys_lab.backend import xp
+from mlsys_lab.validation import check_bool, check_finite, check_int
 
 
 class Tensor:
@@ -56,6 +59,12 @@ class Tensor:
     def __add__(self, other: Tensor) -> Tensor:
         return add(self, other)
 
+    def __sub__(self, other: Tensor) -> Tensor:
+        return sub(self, other)
+
+    def __mul__(self, other: Tensor) -> Tensor:
+        return mul(self, other)
+
     def __repr__(self) -> str:
         return f"Tensor(shape={self.shape}, requires_grad={self.requires_grad})"
 
@@ -80,6 +89,15 @@ class Tape:
     n_ops_recorded: int = 0
     _refcount: dict[int, int] = field(default_factory=dict)
     _leaves: dict[int, Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, kind in (("nodes", list), ("_refcount", dict), ("_leaves", dict)):
+            if not isinstance(getattr(self, name), kind):
+                raise TypeError(f"{name} must be a {kind.__name__}; got {type(getattr(self, name)).__name__}")
+        if not all(isinstance(node, _Node) for node in self.nodes):
+            raise TypeError("nodes must hold the tape's recorded operations (_Node), nothing else")
+        for name in ("saved_bytes", "peak_saved_bytes", "n_ops_recorded"):
+            check_int(name, getattr(self, name), low=0)
 
     def record(self, output: Tensor, parents: tuple[Tensor, ...], backward: Callable, saved: tuple) -> None:
         """Append one operation; ``saved`` are the arrays its backward reads (each counted once)."""
@@ -141,6 +159,7 @@ def _make(data, parents: tuple[Tensor, ...], backward: Callable, saved: tuple) -
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """(m, k) @ (k, n) -> (m, n). Backward: dA = dC @ Bᵀ, dB = Aᵀ @ dC (2 matmuls: backward ≈ 2× forward)."""
+    _check_tensors(a=a, b=b)
     a_data, b_data = a.data, b.data
 
     def backward(grad, needs):
@@ -150,19 +169,111 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return _make(a_data @ b_data, (a, b), backward, saved)
 
 
+def _unbroadcast(grad, shape: tuple[int, ...]):
+    """Sum ``grad`` down to ``shape``: over the leading axes broadcasting added and the axes of size 1 it
+    stretched (NumPy's rules). The gradient of a broadcast operand is the sum over the copies it made."""
+    if tuple(grad.shape) == shape:
+        return grad
+    grad = grad.sum(axis=tuple(range(grad.ndim - len(shape)))) if grad.ndim > len(shape) else grad
+    stretched = tuple(axis for axis, size in enumerate(shape) if size == 1 and grad.shape[axis] != 1)
+    return grad.sum(axis=stretched, keepdims=True) if stretched else grad
+
+
 def add(a: Tensor, b: Tensor) -> Tensor:
-    """Elementwise a + b, with b broadcast over rows (a bias of shape (n,)). Keeps nothing."""
-    b_is_row = b.data.ndim < a.data.ndim  # captured as a flag: a closure holding b would keep b alive
+    """Elementwise a + b, either side broadcast (a bias of shape (n,) in ``x + bias`` or ``bias + x``).
+
+    Backward: each operand gets the upstream gradient summed down to its own shape. Keeps nothing (the
+    shapes are captured as tuples: a closure holding a or b would keep their arrays alive).
+    """
+    _check_tensors(a=a, b=b)
+    a_shape, b_shape = tuple(a.data.shape), tuple(b.data.shape)
 
     def backward(grad, needs):
-        grad_b = grad.sum(axis=0) if needs[1] and b_is_row else grad
-        return (grad if needs[0] else None, grad_b if needs[1] else None)
+        return (_unbroadcast(grad, a_shape) if needs[0] else None, _unbroadcast(grad, b_shape) if needs[1] else None)
 
     return _make(a.data + b.data, (a, b), backward, ())
 
 
+def sub(a: Tensor, b: Tensor) -> Tensor:
+    """Elementwise a − b, either side broadcast. Backward: da = g, db = −g, each summed to its shape."""
+    _check_tensors(a=a, b=b)
+    a_shape, b_shape = tuple(a.data.shape), tuple(b.data.shape)
+
+    def backward(grad, needs):
+        return (_unbroadcast(grad, a_shape) if needs[0] else None, -_unbroadcast(grad, b_shape) if needs[1] else None)
+
+    return _make(a.data - b.data, (a, b), backward, ())
+
+
+def mul(a: Tensor, b: Tensor) -> Tensor:
+    """Elementwise a · b, either side broadcast. Backward: da = g·b, db = g·a (each keeps the other)."""
+    _check_tensors(a=a, b=b)
+    a_data, b_data = a.data, b.data
+    a_shape, b_shape = tuple(a_data.shape), tuple(b_data.shape)
+
+    def backward(grad, needs):
+        return (_unbroadcast(grad * b_data, a_shape) if needs[0] else None,
+                _unbroadcast(grad * a_data, b_shape) if needs[1] else None)
+
+    saved = tuple(t.data for t, other in ((a, b), (b, a)) if other.requires_grad and not _is_parameter(t))
+    return _make(a_data * b_data, (a, b), backward, saved)
+
+
+def exponential(a: Tensor) -> Tensor:
+    """y = eˣ. Backward: dx = dy · y, so the output is kept."""
+    _check_tensors(a=a)
+    out = xp.exp(a.data)
+
+    def backward(grad, needs):
+        return (grad * out,)
+
+    return _make(out, (a,), backward, (out,))
+
+
+def logarithm(a: Tensor) -> Tensor:
+    """y = ln x. Backward: dx = dy / x, so the input is kept."""
+    _check_tensors(a=a)
+    a_data = a.data
+
+    def backward(grad, needs):
+        return (grad / a_data,)
+
+    return _make(xp.log(a_data), (a,), backward, (a_data,))
+
+
+def sum_over(a: Tensor, axis: int, keepdims: bool = False) -> Tensor:
+    """Sum over one axis. Backward: the upstream gradient copied back along that axis. Keeps nothing."""
+    _check_tensors(a=a)
+    check_int("axis", axis, low=-a.data.ndim, high=a.data.ndim - 1)
+    check_bool("keepdims", keepdims)
+    shape = tuple(a.data.shape)
+
+    def backward(grad, needs):
+        grad = grad if keepdims else xp.expand_dims(grad, axis)
+        return (xp.broadcast_to(grad, shape),)
+
+    return _make(a.data.sum(axis=axis, keepdims=keepdims), (a,), backward, ())
+
+
+def pick(a: Tensor, labels) -> Tensor:
+    """Row i's entry at column labels[i]: (batch, classes) -> (batch,). Backward: the gradient scattered back."""
+    _check_tensors(a=a)
+    if a.data.ndim != 2 or tuple(getattr(labels, "shape", ())) != (a.data.shape[0],):
+        raise ValueError(f"pick needs a (batch, classes) tensor and labels of shape (batch,); got {a.shape} and "
+                         f"labels of shape {tuple(getattr(labels, 'shape', ()))}")
+    shape, rows = tuple(a.data.shape), xp.arange(a.data.shape[0])
+
+    def backward(grad, needs):
+        out = xp.zeros(shape, dtype=grad.dtype)
+        out[rows, labels] = grad
+        return (out,)
+
+    return _make(a.data[rows, labels], (a,), backward, ())
+
+
 def tanh(a: Tensor) -> Tensor:
     """y = tanh(x). Backward: dx = dy · (1 − y²), so the *output* y is kept."""
+    _check_tensors(a=a)
     out = xp.tanh(a.data)
 
     def backward(grad, needs):
@@ -176,6 +287,7 @@ def tanh(a: Tensor) -> Tensor:
 
 def relu(a: Tensor) -> Tensor:
     """y = max(x, 0). Backward: dx = dy · [x > 0], so a boolean mask (1 byte/element) is kept."""
+    _check_tensors(a=a)
     mask = a.data > 0
     out = a.data * mask
 
@@ -190,6 +302,7 @@ def mse_loss(prediction: Tensor, target) -> Tensor:
 
     Backward: dŷ = (ŷ − y) / N, computed in the forward and kept (one array of ŷ's size).
     """
+    _check_tensors(prediction=prediction)
     value, local_grad = nn.mse_loss(prediction.data, target)
 
     def backward(grad, needs):
@@ -203,6 +316,7 @@ def softmax_cross_entropy(logits: Tensor, labels) -> Tensor:
 
     Backward: dz = (softmax(z) − onehot(label)) / batch. Keeps the probabilities.
     """
+    _check_tensors(logits=logits)
     shifted = logits.data - logits.data.max(axis=1, keepdims=True)
     log_z = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
     log_probs = shifted - log_z
@@ -217,6 +331,40 @@ def softmax_cross_entropy(logits: Tensor, labels) -> Tensor:
     return _make(-log_probs[rows, labels].mean(), (logits,), backward, (probs,))
 
 
+def _check_tensors(**operands) -> None:
+    """Each operand must be a Tensor (an array goes in ``Tensor(x)`` first): TypeError naming it. Cheap: isinstance."""
+    for name, value in operands.items():
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{name} must be a Tensor (wrap an array as Tensor(x)); got {type(value).__name__}")
+
+
 def _is_parameter(tensor: Tensor) -> bool:
     """A leaf that requires grad and lives outside any tape: a weight, counted as weights not activations."""
     return tensor.requires_grad and tensor.tape is None
+
+
+def composed_softmax_cross_entropy(logits: Tensor, labels, label_smoothing: float = 0.0) -> Tensor:
+    """Per-row loss −Σ_j q_j · log softmax(z)_j, built from the primitive operations (each records its own VJP).
+
+    q = (1 − ε)·onehot(label) + ε/C (label smoothing ε, as PyTorch's ``CrossEntropyLoss(label_smoothing=ε)``;
+    ε = 0 is plain cross-entropy). log softmax(z) = z − LSE(z) with the stable LSE(z) = m + log Σ exp(z − m),
+    m = the row's max taken as a constant (LSE does not depend on it, so no gradient flows through it).
+    logits (batch, classes), labels (batch,) ints; returns (batch,). The reverse pass through this graph is
+    what a fused operator's hand-written VJP, (softmax(z) − q) · g, must reproduce; the graph keeps exp(z − m)
+    and Σ exp for its backward, the fused operator only the probabilities.
+    """
+    _check_tensors(logits=logits)
+    check_finite("label_smoothing", label_smoothing, low=0.0)
+    if label_smoothing >= 1:
+        raise ValueError(f"label_smoothing must be in [0, 1); got {label_smoothing}")
+    data = logits.data
+    n_classes = int(data.shape[1])
+    row_max = Tensor(data.max(axis=1, keepdims=True))  # a constant: no tape, no gradient
+    lse = add(logarithm(sum_over(exponential(sub(logits, row_max)), axis=1, keepdims=True)), row_max)
+    log_probs = sub(logits, lse)  # (batch, classes) − (batch, 1)
+    nll = pick(log_probs, labels)  # (batch,)
+    loss = mul(nll, Tensor(xp.asarray(-(1.0 - label_smoothing), dtype=data.dtype)))
+    if label_smoothing:
+        spread = mul(sum_over(log_probs, axis=1), Tensor(xp.asarray(-label_smoothing / n_classes, dtype=data.dtype)))
+        loss = add(loss, spread)
+    return loss

@@ -18,23 +18,35 @@ from typing import Callable
 
 import numpy as np
 
-from mlsys_lab.validation import check_int, check_positive
+from mlsys_lab.validation import (
+    check_array,
+    check_bool,
+    check_finite,
+    check_int,
+    check_positive,
+    check_sequence,
+    check_type,
+)
 
 
 def central_difference(f: Callable[[float], float], x: float, step: float) -> float:
     """(f(x + h) − f(x − h)) / 2h: error O(h²) from truncation, O(ε/h) from rounding."""
+    _check_callable("f", f)
     check_positive("step", step)
     return (f(x + step) - f(x - step)) / (2 * step)
 
 
 def forward_difference(f: Callable[[float], float], x: float, step: float) -> float:
     """(f(x + h) − f(x)) / h: error O(h) from truncation, O(ε/h) from rounding."""
+    _check_callable("f", f)
     check_positive("step", step)
     return (f(x + step) - f(x)) / step
 
 
 def numerical_gradient(f: Callable[[np.ndarray], float], x: np.ndarray, step: float = 1e-6) -> np.ndarray:
     """∂f/∂x_i by central differences, one coordinate at a time: 2·x.size calls of f (float64)."""
+    _check_callable("f", f)
+    check_array("x", x, kinds="f", finite=True)
     check_positive("step", step)
     x = np.array(x, dtype=np.float64)
     grad = np.zeros_like(x)
@@ -52,6 +64,10 @@ def numerical_gradient(f: Callable[[np.ndarray], float], x: np.ndarray, step: fl
 
 def difference_errors(f, dfdx, x: float, steps: np.ndarray) -> dict[str, np.ndarray]:
     """|approximation − f'(x)| for forward and central differences at each step size (float64)."""
+    _check_callable("f", f)
+    _check_callable("dfdx", dfdx)
+    check_finite("x", x)
+    check_array("steps", steps, ndim=1, kinds="f")
     steps = np.asarray(steps, dtype=np.float64)
     exact = dfdx(x)
     return {"forward": np.array([abs(forward_difference(f, x, h) - exact) for h in steps]),
@@ -72,6 +88,10 @@ class Dual:
 
     value: float
     derivative: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_finite("value", self.value)
+        check_finite("derivative", self.derivative)
 
     def __add__(self, other):
         other = _dual(other)
@@ -106,20 +126,25 @@ def _dual(x) -> Dual:
 
 
 def dual_sin(x: Dual) -> Dual:
+    check_type("x", x, Dual)
     return Dual(math.sin(x.value), math.cos(x.value) * x.derivative)
 
 
 def dual_exp(x: Dual) -> Dual:
+    check_type("x", x, Dual)
     return Dual(math.exp(x.value), math.exp(x.value) * x.derivative)
 
 
 def dual_tanh(x: Dual) -> Dual:
+    check_type("x", x, Dual)
     y = math.tanh(x.value)
     return Dual(y, (1 - y * y) * x.derivative)
 
 
 def forward_mode_gradient(f: Callable[[list[Dual]], Dual], x: list[float]) -> tuple[list[float], int]:
     """Gradient of f: Rⁿ → R by forward mode: seed one input with ε at a time. Returns (grad, n_passes)."""
+    _check_callable("f", f)
+    check_sequence("x", x, min_size=1)
     grad = []
     for i in range(len(x)):
         seeded = [Dual(float(v), 1.0 if j == i else 0.0) for j, v in enumerate(x)]
@@ -132,7 +157,19 @@ def forward_mode_gradient(f: Callable[[list[Dual]], Dual], x: list[float]) -> tu
 X = ("x",)
 
 
+def _check_callable(name: str, f) -> None:
+    if not callable(f):
+        raise TypeError(f"{name} must be a callable; got {type(f).__name__} {f!r:.40}")
+
+
+def _check_expression(name: str, expr) -> None:
+    """An expression is ("x",), ("const", c) or (op, operand, ...), nested: TypeError naming ``name``."""
+    if not isinstance(expr, tuple) or not expr or not isinstance(expr[0], str):
+        raise TypeError(f"{name} must be an expression tuple such as ('mul', ('x',), ('const', 2.0)); got {expr!r:.40}")
+
+
 def const(c: float) -> tuple:
+    check_finite("c", c)
     return ("const", float(c))
 
 
@@ -152,6 +189,8 @@ def differentiate(expr: tuple, share: bool = False) -> tuple:
     differentiation: the derivative swells even as a graph). ``share=True`` remembers each
     subexpression's derivative, which is what automatic differentiation does: linear growth.
     """
+    _check_expression("expr", expr)
+    check_bool("share", share)
     memo: dict[int, tuple] = {}
 
     def d(e: tuple) -> tuple:
@@ -181,6 +220,7 @@ def differentiate(expr: tuple, share: bool = False) -> tuple:
 
 def evaluate_expression(expr: tuple, x: float) -> float:
     """The expression's value at x."""
+    _check_expression("expr", expr)
     kind = expr[0]
     if kind == "x":
         return x
@@ -194,6 +234,7 @@ def evaluate_expression(expr: tuple, x: float) -> float:
 
 def tree_size(expr: tuple) -> int:
     """Nodes of the expression written out in full (what a symbolic system prints without sharing)."""
+    _check_expression("expr", expr)
     memo: dict[int, int] = {}
 
     def size(e: tuple) -> int:
@@ -206,6 +247,7 @@ def tree_size(expr: tuple) -> int:
 
 def dag_size(expr: tuple) -> int:
     """Distinct nodes when shared subexpressions are stored once (what a graph/tape stores)."""
+    _check_expression("expr", expr)
     seen: set[int] = set()
     stack = [expr]
     while stack:

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from mlsys_lab.validation import check_int, check_positive
+from mlsys_lab.validation import check_array, check_int, check_number, check_positive
 
 
 def overlap_probability(n_params: int, nnz: int, n_workers: int) -> float:
@@ -41,9 +41,9 @@ def sparse_regression(n_examples: int, n_params: int, nnz: int, seed: int = 0):
     Returns (indices (n, nnz) int, values (n, nnz), targets (n,), true weights (d,)).
     """
     check_int("n_examples", n_examples, low=1, high=10**7)
-    d = check_int("n_params", n_params, low=1)
+    d = check_int("n_params", n_params, low=1, high=10**8)
     k = check_int("nnz", nnz, low=1, high=d)
-    g = np.random.default_rng(seed)
+    g = np.random.default_rng(check_int("seed", seed, low=0))
     indices = np.stack([g.choice(d, k, replace=False) for _ in range(n_examples)])
     values = g.standard_normal((n_examples, k)) / math.sqrt(k)
     w_true = g.standard_normal(d)
@@ -57,6 +57,14 @@ def hogwild_sgd(indices, values, targets, *, n_workers: int, lr: float, n_update
     Returns (updates done at each of ``n_points`` checkpoints, mean squared error there, fraction of
     updates that shared a coordinate with another update of their round).
     """
+    indices = check_array("indices", indices, ndim=2, kinds="iu")
+    values = check_array("values", values, ndim=2, kinds="f", shape=indices.shape)
+    check_array("targets", targets, ndim=1, kinds="f", shape=(indices.shape[0],))
+    check_int("n_workers", n_workers, low=1, high=4096)
+    check_number("lr", lr, low=0.0, high=10.0, low_inclusive=False)
+    check_int("n_updates", n_updates, low=1, high=10_000_000)
+    check_int("seed", seed, low=0)
+    check_int("n_points", n_points, low=1)
     p = check_int("n_workers", n_workers, low=1)
     check_positive("lr", lr)
     check_int("n_updates", n_updates, low=1)

@@ -137,6 +137,8 @@ def quantize_blockwise(weights: np.ndarray, levels: np.ndarray,
     index of the nearest level. Returns (codes as uint8 indices into ``levels``, one fp32 absmax per
     block). ``weights.size`` must be a multiple of ``block_size``.
     """
+    check_array("weights", weights, kinds="f")
+    check_array("levels", levels, ndim=1, kinds="f", finite=True)
     check_int("block_size", block_size, low=1)
     flat = np.asarray(weights, dtype=np.float32).reshape(-1)
     if flat.size % block_size:
@@ -152,6 +154,13 @@ def quantize_blockwise(weights: np.ndarray, levels: np.ndarray,
 
 def dequantize_blockwise(codes: np.ndarray, absmax: np.ndarray, levels: np.ndarray) -> np.ndarray:
     """Inverse of :func:`quantize_blockwise`: levels[code] · absmax of the code's block, flat float32."""
+    codes = check_array("codes", codes, kinds="iu")
+    absmax = check_array("absmax", absmax, ndim=1, kinds="f")
+    levels = check_array("levels", levels, ndim=1, kinds="f")
+    if codes.size % absmax.size:
+        raise ValueError(f"absmax must hold one scale per block of codes; got {absmax.size} for {codes.size} codes")
+    if codes.size and int(codes.max()) >= levels.size:
+        raise ValueError(f"levels must hold every code; got {levels.size} levels for codes up to {int(codes.max())}")
     block_size = codes.size // absmax.size
     return (levels[codes].reshape(-1, block_size) * absmax[:, None]).reshape(-1).astype(np.float32)
 

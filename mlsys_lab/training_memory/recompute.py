@@ -24,8 +24,8 @@ import numpy as np
 
 from mlsys_lab.timing import benchmark
 from mlsys_lab.training_memory.autodiff import Tape, Tensor, softmax_cross_entropy
-from mlsys_lab.training_memory.training import MLP
-from mlsys_lab.validation import check_int
+from mlsys_lab.training_memory.training import MLP, _check_batch
+from mlsys_lab.validation import check_array, check_finite, check_int, check_sequence
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,12 @@ class StepStats:
     peak_activation_bytes: int  # max over the step of (stem tape + live checkpoints + current tape)
     n_checkpoints: int
     n_block_forwards: int  # n blocks plus what was recomputed
+
+    def __post_init__(self) -> None:
+        check_finite("loss", self.loss, low=0.0)  # a cross-entropy
+        check_int("segment_length", self.segment_length, low=1)
+        for name in ("peak_activation_bytes", "n_checkpoints", "n_block_forwards"):
+            check_int(name, getattr(self, name), low=0)
 
 
 def _segments(n_blocks: int, segment_length: int) -> list[range]:
@@ -50,6 +56,7 @@ def forward_backward(model: MLP, x, labels, segment_length: int | None = None) -
     ``segment_length=None`` (or ≥ n_blocks) is plain backprop: the whole model on one tape.
     Leaves ``.grad`` on every parameter, exactly equal (up to rounding) to plain backprop's.
     """
+    _check_batch(model, x, labels)
     n = len(model.blocks)
     k = n if segment_length is None else check_int("segment_length", segment_length, low=1)
     k = max(1, min(k, n))
@@ -109,6 +116,9 @@ def predicted_peak_bytes(n_blocks: int, segment_length: int, block_bytes: float,
     """
     n = check_int("n_blocks", n_blocks, low=1)
     k = check_int("segment_length", segment_length, low=1, high=n_blocks)
+    for name, value in (("block_bytes", block_bytes), ("checkpoint_bytes", checkpoint_bytes),
+                        ("stem_bytes", stem_bytes), ("head_bytes", head_bytes)):
+        check_finite(name, value, low=0.0)
     n_segments = math.ceil(n / k)
     last_length = n - (n_segments - 1) * k
     peak = (n_segments - 1) * checkpoint_bytes + last_length * block_bytes + head_bytes
@@ -120,6 +130,8 @@ def predicted_peak_bytes(n_blocks: int, segment_length: int, block_bytes: float,
 def optimal_segment_length(n_blocks: int, block_bytes: float, checkpoint_bytes: float) -> int:
     """The k that minimises ceil(n/k)·c + k·s, by search (≈ √(n·c/s) from the continuous minimum)."""
     check_int("n_blocks", n_blocks, low=1, high=10**4)  # a search over every k: at most 10**4 of them
+    check_finite("block_bytes", block_bytes, low=0.0)
+    check_finite("checkpoint_bytes", checkpoint_bytes, low=0.0)
     return min(range(1, n_blocks + 1),
                key=lambda k: predicted_peak_bytes(n_blocks, k, block_bytes, checkpoint_bytes))
 
@@ -128,6 +140,7 @@ def recompute_time_ratio(n_blocks: int, segment_length: int, backward_over_forwa
     """Step time with checkpointing over step time without: (F + F·(n−k)/n + B) / (F + B), B = r·F."""
     check_int("n_blocks", n_blocks, low=1)
     k = check_int("segment_length", segment_length, low=1, high=n_blocks)
+    check_finite("backward_over_forward", backward_over_forward, low=0.0)
     extra = (n_blocks - k) / n_blocks
     return (1 + extra + backward_over_forward) / (1 + backward_over_forward)
 
@@ -140,6 +153,17 @@ class CheckpointSweep:
     peak_activation_bytes: np.ndarray  # measured on the tapes (StepStats.peak_activation_bytes)
     n_block_forwards: np.ndarray  # n plus the blocks recomputed
     step_seconds: np.ndarray  # median time of one forward + backward
+
+    def __post_init__(self) -> None:
+        lengths = check_array("segment_lengths", self.segment_lengths, ndim=1, kinds="iu")
+        if (lengths < 1).any():
+            raise ValueError(f"segment_lengths must be >= 1 (blocks per segment); got {lengths.min()}")
+        n = lengths.size
+        for name in ("peak_activation_bytes", "n_block_forwards", "step_seconds"):
+            values = check_array(name, getattr(self, name), ndim=1, finite=True)
+            if values.shape != (n,) or (values < 0).any():
+                raise ValueError(f"{name} must hold {n} numbers >= 0, one per entry of segment_lengths; "
+                                 f"got shape {values.shape}")
 
     @property
     def lowest_peak_segment_length(self) -> int:
@@ -154,6 +178,8 @@ class CheckpointSweep:
 
 def checkpoint_sweep(model: MLP, x, labels, *, warmup: int = 1, repeat: int = 3) -> CheckpointSweep:
     """Run and time one checkpointed step of ``model`` on (x, labels) for every segment length k."""
+    _check_batch(model, x, labels)
+    check_int("warmup", warmup, low=0, high=1000)
     check_int("repeat", repeat, low=1)
     n = check_int("n_blocks", len(model.blocks), low=1)
     peaks, forwards, seconds = [], [], []
@@ -164,3 +190,62 @@ def checkpoint_sweep(model: MLP, x, labels, *, warmup: int = 1, repeat: int = 3)
         forwards.append(stats.n_block_forwards)
         seconds.append(timing.median)
     return CheckpointSweep(np.arange(1, n + 1), np.array(peaks), np.array(forwards), np.array(seconds))
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """What :func:`simulate_checkpoint_plan` saw: the high-water mark and the forward work redone."""
+
+    peak_bytes: float
+    recompute_cost: float  # Σ forward cost of every layer run a second time
+    segments: tuple[tuple[int, int], ...]  # (first layer, one past the last) of each segment
+
+    def __post_init__(self) -> None:
+        check_finite("peak_bytes", self.peak_bytes, low=0.0)
+        check_finite("recompute_cost", self.recompute_cost, low=0.0)
+        for segment in check_sequence("segments", self.segments, min_size=1):
+            if (not isinstance(segment, (tuple, list)) or len(segment) != 2
+                    or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in segment)):
+                raise ValueError(f"segments must hold (first, end) pairs of layer indices >= 0; got {segment!r:.40}")
+
+
+def simulate_checkpoint_plan(activation_bytes, checkpoint_bytes, forward_costs, segment_starts) -> PlanRun:
+    """Run a checkpointing plan over a chain of layers, event by event, as :func:`forward_backward` runs it.
+
+    Layer i keeps ``activation_bytes[i]`` on a tape (its input included) and costs ``forward_costs[i]`` to run;
+    a segment starting at layer i keeps ``checkpoint_bytes[i]`` (layer i's input) while it waits.
+    ``segment_starts`` are the first layers of the segments, ascending, starting at 0 ([0]: no checkpointing).
+    Forward: every segment but the last runs without a tape and keeps its checkpoint; the last runs on a tape.
+    Backward, last segment first: free its tape; then for each earlier segment, free its checkpoint (its tape
+    keeps that input again), re-run it on a tape (its forward cost counted again), backpropagate, free it.
+    The peak is the most bytes alive at any moment (checkpoints + the tape being run); for uniform layers it is
+    :func:`predicted_peak_bytes`.
+    """
+    a = check_array("activation_bytes", activation_bytes, ndim=1, finite=True).astype(float)
+    x = check_array("checkpoint_bytes", checkpoint_bytes, ndim=1, finite=True, shape=(a.size,)).astype(float)
+    f = check_array("forward_costs", forward_costs, ndim=1, finite=True, shape=(a.size,)).astype(float)
+    for name, values in (("activation_bytes", a), ("checkpoint_bytes", x), ("forward_costs", f)):
+        if (values < 0).any():
+            raise ValueError(f"{name} must be ≥ 0 everywhere; got {values.min():g}")
+    starts = [check_int("segment_starts[]", s, low=0, high=a.size - 1) for s in check_sequence(
+        "segment_starts", list(segment_starts) if hasattr(segment_starts, "tolist") else segment_starts, min_size=1)]
+    if starts[0] != 0 or any(later <= earlier for earlier, later in zip(starts, starts[1:], strict=False)):
+        raise ValueError(f"segment_starts must ascend strictly from 0 (0 ≤ start < {a.size}); got {starts}")
+    segments = tuple(zip(starts, starts[1:] + [a.size], strict=True))
+    live = peak = recompute = 0.0
+    for first, _ in segments[:-1]:  # forward without a tape: only the checkpoints stay
+        live += x[first]
+        peak = max(peak, live)
+    first, end = segments[-1]
+    for i in range(first, end):  # the last segment on a tape
+        live += a[i]
+        peak = max(peak, live)
+    live -= a[first:end].sum()
+    for first, end in reversed(segments[:-1]):
+        live -= x[first]
+        for i in range(first, end):  # recompute on a tape
+            live += a[i]
+            recompute += f[i]
+            peak = max(peak, live)
+        live -= a[first:end].sum()
+    return PlanRun(float(peak), float(recompute), segments)

@@ -12,6 +12,7 @@ from mlsys_lab.parallelism.planner import ClusterSpec, megatron_models, rank_pla
 from mlsys_lab.parallelism.pp import peak_stashed_microbatches, pipeline_bubble_fraction, simulate_schedule
 from mlsys_lab.parallelism.timeline import Event, stream_idle_fraction, timeline_raster, timeline_summary
 from mlsys_lab.parallelism.zero import zero_communication_bytes, zero_memory_breakdown, zero_memory_per_gpu
+from mlsys_lab.parallelism.zero_bubble import in_flight_peak, simulate_fbw, zb_h1_idle_formula, zb_h1_orders
 from mlsys_lab.widgets.base import Explorer, log_slider, slider
 
 
@@ -29,18 +30,29 @@ def plot_timeline(ax, events: list[Event], streams: list[str] | None = None, tit
 
 
 class PipelineExplorer(Explorer):
-    """Stages × time chart of GPipe, 1F1B and interleaved 1F1B, with simulated and formula bubbles."""
+    """Stages × time chart of GPipe, 1F1B, interleaved 1F1B and ZB-H1, with simulated and formula bubbles.
+
+    ZB-H1 splits the backward of 2 into B = 1 and W = 1; its formula is the paper's (p − 1)(T_F + T_B − T_W)
+    of idle per stage, as a share of the total, which the schedule attains for m ≥ p.
+    """
 
     figsize = (7.5, 3.4)
 
     def make_controls(self):
-        return {"schedule": widgets.Dropdown(options=["gpipe", "1f1b", "interleaved"], value="1f1b",
+        return {"schedule": widgets.Dropdown(options=["gpipe", "1f1b", "interleaved", "zb-h1"], value="1f1b",
                                              description="schedule"),
                 "n_stages": slider("stages p", 4, 1, 8),
                 "n_microbatches": slider("micro-batches m", 8, 1, 32),
                 "n_chunks": slider("chunks v (interleaved)", 1, 1, 4)}
 
     def compute(self, schedule, n_stages, n_microbatches, n_chunks):
+        if schedule == "zb-h1":
+            orders = zb_h1_orders(n_stages, n_microbatches)
+            events = simulate_fbw(orders, forward_s=1.0, input_grad_s=1.0, weight_grad_s=1.0)
+            idle = zb_h1_idle_formula(n_stages)
+            return {"events": events, "streams": [f"stage {d}" for d in range(n_stages)],
+                    "measured": stream_idle_fraction(events), "formula": idle / (idle + 3 * n_microbatches),
+                    "peak": [float(in_flight_peak(ops)) for ops in orders], "total": max(e.end for e in events)}
         if schedule != "interleaved":
             n_chunks = 1
         events = simulate_schedule(n_stages, n_microbatches, schedule, n_chunks)
@@ -62,8 +74,8 @@ class PipelineExplorer(Explorer):
         self.ax.set_xlim(0, total)
         self.ax.set_ylim(len(streams) - 0.5, -0.5)
         self.ax.set_yticks(range(len(streams)), streams)
-        self.ax.set_title(f"blue: forward, orange: backward, white: bubble ({result['measured']:.1%})",
-                          fontsize=10)
+        self.ax.set_title(f"blue: forward, orange: backward (B), purple: W (zb-h1), white: bubble "
+                          f"({result['measured']:.1%})", fontsize=10)
 
     def readout_of(self, result):
         peak = result["peak"]

@@ -224,3 +224,38 @@ CATALOGUES = [
 ]
 
 test_reference_passes_every_seed, test_wrong_fails_every_seed = catalogue_tests(CATALOGUES)
+
+
+# ------------------------------------------------------------------------------------- what the verdicts say
+def measures_everything(measure, n_configs, budget, seed):
+    times = [measure(i) for i in range(n_configs)]  # over budget
+    return int(np.argmin(times))
+
+
+def stub(*_args):
+    raise NotImplementedError()
+
+
+def test_random_search_verdicts(capsys):
+    """Does the check pass the reference, name an overrun and the unseeded order, and say 'not attempted'?"""
+    for fn in (random_reference, measures_everything, random_first_k, stub):
+        check_random_search(fn)
+    right, overrun, first, todo = capsys.readouterr().out.splitlines()
+    assert right == "✓ random_search: 14/14 cases"
+    assert "budget is 3" in overrun and overrun.startswith("✗")
+    assert "seeded order" in first and first.startswith("✗ random_search: case 1")
+    assert todo == "… random_search: not attempted yet"
+
+
+def test_grid_and_model_checks_reject_a_random_sample(capsys):
+    """Does a random sample fail the grid check, and a random search the model-guided one, naming why?"""
+    def random_grid(measure, n_values, budget):
+        configs = [tuple(int(v) for v in np.random.default_rng(0).integers(0, n_values)) for _ in range(budget)]
+        return min(configs, key=measure)
+
+    check_grid_search(random_grid)
+    check_model_guided_search(lambda measure, features, budget, seed: random_reference(measure, len(features), budget,
+                                                                                       seed))
+    grid, model = capsys.readouterr().out.splitlines()
+    assert grid.startswith("✗ grid_search: case 1")
+    assert model.startswith("✗ model_guided_search: case 1") and "mean - std" in model

@@ -151,7 +151,170 @@ def hd_folds_onto_rank0(buffers, net):  # extras hand their buffer to rank 0, on
     return out
 
 
-# --- allreduce_time and bus_bandwidth -----------------------------------------------------------------
+
+# --- two-level (hierarchical) all-reduce ---------------------------------------------------------------
+def ring_phase(net, chunks, right, position, k, offset, add, use_received=True, ranks=None):
+    """k−1 rounds: rank r sends chunk (position[r] + offset − s) mod k to right[r], which adds or copies it."""
+    ranks = range(len(chunks)) if ranks is None else ranks
+    for s in range(k - 1):
+        messages = [(r, right[r], chunks[r][(position[r] + offset - s) % k]) for r in ranks]
+        for (src, dst, sent), data in zip(messages, net.exchange(messages), strict=True):
+            target = chunks[dst][(position[src] + offset - s) % k]
+            value = data if use_received else sent
+            if add:
+                target += value
+            else:
+                target[...] = value
+
+
+def split(array, k, floor_chunks=False):
+    if not floor_chunks:
+        return np.array_split(array, k)
+    size = len(array) // k
+    return [array[i * size:(i + 1) * size] for i in range(k)]
+
+
+def hierarchical(buffers, net, g, strided=False, floor_chunks=False, use_received=True, across=True,
+                 gather=True):
+    p = len(buffers)
+    n_nodes = p // g
+    if strided:  # node = r mod N: the ranks of a "node" sit on different machines
+        node, local = [r % n_nodes for r in range(p)], [r // n_nodes for r in range(p)]
+        rank_of = lambda nd, lc: lc * n_nodes + nd  # noqa: E731
+    else:
+        node, local = [r // g for r in range(p)], [r % g for r in range(p)]
+        rank_of = lambda nd, lc: nd * g + lc  # noqa: E731
+    in_node = [rank_of(node[r], (local[r] + 1) % g) for r in range(p)]
+    next_node = [rank_of((node[r] + 1) % n_nodes, local[r]) for r in range(p)]
+    work = [np.array(b, copy=True) for b in buffers]
+    shards = [split(w, g, floor_chunks) for w in work]
+    ring_phase(net, shards, in_node, local, g, 0, True, use_received)
+    pieces = [split(shards[r][(local[r] + 1) % g], n_nodes, floor_chunks) for r in range(p)]
+    if across:
+        ring_phase(net, pieces, next_node, node, n_nodes, 0, True, use_received)
+        ring_phase(net, pieces, next_node, node, n_nodes, 1, False, use_received)
+    if gather:
+        ring_phase(net, shards, in_node, local, g, 1, False, use_received)
+    return work
+
+
+def ring_within(net, buffers, groups):
+    """A ring all-reduce of whole buffers inside each group of ranks, all groups in the same rounds."""
+    p = len(buffers)
+    k = len(groups[0])
+    right, position = [0] * p, [0] * p
+    for group in groups:
+        for i, r in enumerate(group):
+            right[r], position[r] = group[(i + 1) % k], i
+    work = [np.array(b, copy=True) for b in buffers]
+    chunks = [np.array_split(w, k) for w in work]
+    ring_phase(net, chunks, right, position, k, 0, True)
+    ring_phase(net, chunks, right, position, k, 1, False)
+    return work
+
+
+def hierarchical_whole_buffers(buffers, net, g):  # all-reduce in the node, then whole buffers across
+    p = len(buffers)
+    n_nodes = p // g
+    work = ring_within(net, buffers, [list(range(nd * g, nd * g + g)) for nd in range(n_nodes)])
+    return ring_within(net, work, [list(range(lc, p, g)) for lc in range(g)])
+
+
+def hierarchical_one_nic(buffers, net, g):  # all-reduce in the node; only GPU 0 of each node crosses
+    p = len(buffers)
+    n_nodes = p // g
+    work = ring_within(net, buffers, [list(range(nd * g, nd * g + g)) for nd in range(n_nodes)])
+    leaders = [nd * g for nd in range(n_nodes)]
+    chunks, right, position = [None] * p, [0] * p, [0] * p
+    for i, r in enumerate(leaders):
+        chunks[r], right[r], position[r] = np.array_split(work[r], n_nodes), leaders[(i + 1) % n_nodes], i
+    ring_phase(net, chunks, right, position, n_nodes, 0, True, ranks=leaders)
+    ring_phase(net, chunks, right, position, n_nodes, 1, False, ranks=leaders)
+    for s in range(1, g):  # pass the result down each node, one GPU per round
+        messages = [(nd * g + s - 1, nd * g + s, work[nd * g + s - 1]) for nd in range(n_nodes)]
+        for (_, dst, _), data in zip(messages, net.exchange(messages), strict=True):
+            work[dst] = data
+    return work
+
+
+def hierarchical_local_sum(buffers, net, g):
+    hierarchical(buffers, net, g)
+    return [np.sum(buffers, axis=0) for _ in buffers]
+
+
+def hierarchical_visible_only(buffers, net, g):
+    if (len(buffers), g, len(buffers[0])) == (8, 4, 16):
+        return hierarchical(buffers, net, g)
+    return hierarchical_local_sum(buffers, net, g)
+
+
+
+# --- two-level (hierarchical) all-to-all -------------------------------------------------------------------
+def hierarchical_a2a(buffers, net, g, strided=False, whole_staging=False, transposed=False, across=True,
+                     use_received=True):
+    p = len(buffers)
+    n_nodes, m = p // g, buffers[0].shape[1]
+    if strided:  # node = r mod N
+        node, local = [r % n_nodes for r in range(p)], [r // n_nodes for r in range(p)]
+        rank_of = lambda a, lc: lc * n_nodes + a  # noqa: E731
+    else:
+        node, local = [r // g for r in range(p)], [r % g for r in range(p)]
+        rank_of = lambda a, lc: a * g + lc  # noqa: E731
+    # staging[r][b, l'] = the row that GPU l' of r's node sends to GPU local[r] of node b
+    staging = [np.zeros((n_nodes, g, m), dtype=buffers[0].dtype) for _ in range(p)]
+    for r in range(p):
+        staging[r][:, local[r]] = buffers[r][[rank_of(b, local[r]) for b in range(n_nodes)]]
+    for s in range(1, g):  # 1. inside the node: to local index l + s, the rows bound for that index on every node
+        messages = []
+        for r in range(p):
+            target = (local[r] + s) % g
+            messages.append((r, rank_of(node[r], target), buffers[r][[rank_of(b, target) for b in range(n_nodes)]]))
+        for (src, dst, sent), data in zip(messages, net.exchange(messages), strict=True):
+            staging[dst][:, local[src]] = data if use_received else sent
+    out = [np.zeros((p, m), dtype=buffers[0].dtype) for _ in range(p)]
+
+    def place(dst, src_node, bundle):
+        for lc in range(g):
+            row = lc * n_nodes + src_node if transposed else rank_of(src_node, lc)
+            out[dst][row] = bundle[lc]
+
+    for r in range(p):
+        place(r, node[r], staging[r][node[r]])
+    for s in range(1, n_nodes if across else 1):  # 2. across: one bundle of g rows per remote node
+        messages = []
+        for r in range(p):
+            b = (node[r] + s) % n_nodes
+            messages.append((r, rank_of(b, local[r]), staging[r] if whole_staging else staging[r][b]))
+        for (src, dst, sent), data in zip(messages, net.exchange(messages), strict=True):
+            data = data if use_received else sent
+            place(dst, node[src], data[node[dst]] if whole_staging else data)
+    return out
+
+
+def flat_a2a(buffers, net, g):  # pairwise exchange over all p GPUs: p − 1 rounds
+    p = len(buffers)
+    out = [np.zeros_like(b) for b in buffers]
+    for r in range(p):
+        out[r][r] = buffers[r][r]
+    for s in range(1, p):
+        messages = [(r, (r + s) % p, buffers[r][(r + s) % p]) for r in range(p)]
+        for (src, dst, _), data in zip(messages, net.exchange(messages), strict=True):
+            out[dst][src] = data
+    return out
+
+
+def a2a_local_transpose(buffers, net, g):
+    hierarchical_a2a(buffers, net, g)
+    return [np.stack([b[j] for b in buffers]) for j in range(len(buffers))]
+
+
+def a2a_visible_only(buffers, net, g):
+    if (len(buffers), g, buffers[0].shape[1]) == (4, 2, 1):
+        return hierarchical_a2a(buffers, net, g)
+    return a2a_local_transpose(buffers, net, g)
+
+
+# --- allreduce_time ------------------------------------------------------------------------------------
 def time_with(a_b):
     return lambda algorithm, n, p, alpha, beta: (lambda a, b: a * alpha + b * n * beta)(*a_b(algorithm, p))
 
@@ -171,15 +334,6 @@ def coefficients(floor_tree=False, fold=2, ring_b_no_p=False, naive_one_way=Fals
         f = fold if p2 != p else 0
         return 2.0 * np.log2(p2) + f, 2.0 * (p2 - 1) / p2 + f
     return a_b
-
-
-def bus(factors):
-    return lambda collective, n, t, p: n / t * factors(p)[collective]
-
-
-def nccl_factors(p):
-    return {"all_reduce": 2 * (p - 1) / p, "reduce_scatter": (p - 1) / p, "all_gather": (p - 1) / p,
-            "all_to_all": (p - 1) / p, "broadcast": 1.0, "reduce": 1.0}
 
 
 CATALOGUES = [
@@ -203,6 +357,32 @@ CATALOGUES = [
         "runs the schedule, returns a local sum": hd_then_local_sum,
         "folds every extra rank onto rank 0, one round each": hd_folds_onto_rank0,
     }),
+    Catalogue("hierarchical_allreduce", checks.check_hierarchical_allreduce, hierarchical, {
+        "a flat ring over all N·g GPUs (right sums, 2(Ng−1) rounds)": lambda b, net, g: ring(b, net),
+        "skips the reduce-scatter: whole buffers cross the nodes": hierarchical_whole_buffers,
+        "ignores the node layout (node = r mod N)": lambda b, net, g: hierarchical(b, net, g, strided=True),
+        "only GPU 0 of each node crosses nodes (one NIC)": hierarchical_one_nic,
+        "never crosses the nodes (each node's sum only)": lambda b, net, g: hierarchical(b, net, g, across=False),
+        "no final all-gather inside the node": lambda b, net, g: hierarchical(b, net, g, gather=False),
+        "chunks by integer division, drops the remainder":
+            lambda b, net, g: hierarchical(b, net, g, floor_chunks=True),
+        "ignores what exchange() returns (adds the sender's own chunk)":
+            lambda b, net, g: hierarchical(b, net, g, use_received=False),
+        "runs the schedule, returns a local sum": hierarchical_local_sum,
+        "two-level on the visible example only": hierarchical_visible_only,
+    }),
+    Catalogue("hierarchical_alltoall", checks.check_hierarchical_alltoall, hierarchical_a2a, {
+        "flat pairwise exchange over all p GPUs (right rows, p − 1 rounds)": flat_a2a,
+        "ignores the node layout (node = r mod N)": lambda b, net, g: hierarchical_a2a(b, net, g, strided=True),
+        "sends every node's bundle to every node": lambda b, net, g: hierarchical_a2a(b, net, g, whole_staging=True),
+        "places a bundle's rows as l·N + a (transposed)":
+            lambda b, net, g: hierarchical_a2a(b, net, g, transposed=True),
+        "never crosses the nodes": lambda b, net, g: hierarchical_a2a(b, net, g, across=False),
+        "ignores what exchange() returns (copies the sender's rows)":
+            lambda b, net, g: hierarchical_a2a(b, net, g, use_received=False),
+        "runs the schedule, returns a local transpose": a2a_local_transpose,
+        "two-level on the visible example only": a2a_visible_only,
+    }),
     Catalogue("allreduce_time", checks.check_allreduce_time, cost.allreduce_time, {
         "tree with ⌊log2 p⌋ rounds": time_with(coefficients(floor_tree=True)),
         "halving-doubling without the fold": time_with(coefficients(fold=0)),
@@ -213,16 +393,6 @@ CATALOGUES = [
         "β taken as a bandwidth (n / β)": lambda algorithm, n, p, alpha, beta: (
             time_with(coefficients())(algorithm, n, p, alpha, 0.0)
             + time_with(coefficients())(algorithm, n, p, 0.0, 1.0) / beta),
-    }),
-    Catalogue("bus_bandwidth", checks.check_bus_bandwidth, cost.bus_bandwidth, {
-        "(p−1)/p for every collective": lambda c, n, t, p: n / t * (p - 1) / p,
-        "reduce with (p−1)/p, as if it were a reduce-scatter": bus(lambda p: {**nccl_factors(p),
-                                                                              "reduce": (p - 1) / p}),
-        "all-to-all with factor 1": bus(lambda p: {**nccl_factors(p), "all_to_all": 1.0}),
-        "all-gather with the all-reduce factor": bus(lambda p: {**nccl_factors(p), "all_gather": 2 * (p - 1) / p}),
-        "algbw, no factor": lambda c, n, t, p: n / t,
-        "ignores p (the large-p limits 2 and 1)": bus(lambda p: {k: (2.0 if k == "all_reduce" else 1.0)
-                                                                for k in nccl_factors(2)}),
     }),
 ]
 

@@ -76,14 +76,18 @@ def _todo(*_args):
         ),
         (checks.check_ring_allreduce, _naive, "✗ ring_allreduce: case 1"),
         (checks.check_ring_allreduce, _todo, "… ring_allreduce: not attempted yet"),
+        (checks.check_hierarchical_allreduce, lambda b, net, g: _reference_ring(b, net),
+         "✗ hierarchical_allreduce: case 1 (2 nodes x 4 GPUs, n=16): rank 0 (node 0, GPU 0) sent 224 bytes"),
+        (checks.check_hierarchical_allreduce, _todo, "… hierarchical_allreduce: not attempted yet"),
         (checks.check_allreduce_time, explorers.cost.allreduce_time, "✓ allreduce_time: 34/34 cases"),
         (
             checks.check_allreduce_time,
             lambda a, n, p, al, be: 2 * (p - 1) * (al + n / p * be),
             "✗ allreduce_time",
         ),
-        (checks.check_bus_bandwidth, explorers.cost.bus_bandwidth, "✓ bus_bandwidth: 28/28 cases"),
-        (checks.check_bus_bandwidth, lambda c, n, t, p: n / t, "✗ bus_bandwidth: case 1"),
+        (checks.check_hierarchical_alltoall, lambda b, net, g: [np.stack([x[j] for x in b]) for j in range(len(b))],
+         "✗ hierarchical_alltoall: case 1 (2 nodes x 2 GPUs, m=1 (the example)): rank 0 (node 0, GPU 0) sent 0 bytes"),
+        (checks.check_hierarchical_alltoall, _todo, "… hierarchical_alltoall: not attempted yet"),
     ],
 )
 def test_checks_pass_the_reference_and_catch_mistakes(capsys, check, fn, verdict):

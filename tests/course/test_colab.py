@@ -65,9 +65,22 @@ def test_readme_course_map_has_a_colab_badge_per_lesson():
 
 
 def _lesson_copy(tmp_path, name="00_start_here.ipynb") -> Path:
+    """A copy of a lesson as it was before the command ran: no badge line, no setup cell."""
+    nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    nb.cells = [c for c in nb.cells if not colab.is_setup_cell(c)]
+    first_md = next(c for c in nb.cells if c.cell_type == "markdown")
+    first_md.source = colab.BADGE_LINE.sub("", first_md.source).lstrip("\n")
     target = tmp_path / name
-    shutil.copy(ROOT / "notebooks" / name, target)
+    nbformat.write(nb, target)
     return target
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_every_lesson_has_its_current_badge_and_setup_cell(path, tmp_path):
+    """Has the command been run on every committed lesson (running it again changes nothing)?"""
+    copy = tmp_path / path.name
+    shutil.copy(path, copy)
+    assert colab.add_colab_cells(copy) is False, f"run: python -m mlsys_lab.course.colab {path}"
 
 
 def test_insertion_is_idempotent_and_keeps_the_lesson(tmp_path):

@@ -8,6 +8,7 @@ in a fresh folder, a handout opened from notebooks/student/ and its first check 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import re
 import secrets
@@ -156,6 +157,13 @@ async def run_cells(ws_url: str, sources: list[str], timeout_s: float = 180) -> 
     return results
 
 
+
+def run_in_own_loop(coroutine):
+    """``asyncio.run`` in a thread of its own: an earlier test in this process (Playwright's sync API) may have
+    left an event loop running in the main thread, where ``asyncio.run`` refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
 @pytest.mark.slow
 def test_newcomer_opens_a_handout_and_runs_its_first_check(tmp_path):
     venv = Path(sys.prefix)
@@ -192,12 +200,12 @@ def test_newcomer_opens_a_handout_and_runs_its_first_check(tmp_path):
         first_check = next(i for i, c in enumerate(code_cells) if c.source.lstrip().startswith("# NBVAL_CHECK_OUTPUT")
                            and re.search(r"^check_\w+\(", c.source, re.MULTILINE))
         ws_url = server.url(f"api/kernels/{kernel_id}/channels").replace("http://", "ws://")
-        results = asyncio.run(run_cells(ws_url, [c.source for c in code_cells[:first_check + 1]]))
+        results = run_in_own_loop(run_cells(ws_url, [c.source for c in code_cells[:first_check + 1]]))
         assert all(error is None for _, error in results), [r for r in results if r[1]]
         name = re.search(r"^check_(\w+)\(", code_cells[first_check].source, re.MULTILINE).group(1)
         assert results[-1][0].strip() == f"… {name}: not attempted yet"
         # The learner writes the function (here: the reference's), runs it and the check again.
         reference = nbformat.read(ROOT / "notebooks" / "00_start_here.ipynb", as_version=4)
         solved = next(c.source for c in reference.cells if re.search(rf"^def {name}\(", c.source, re.MULTILINE))
-        again = asyncio.run(run_cells(ws_url, [solved, code_cells[first_check].source]))
+        again = run_in_own_loop(run_cells(ws_url, [solved, code_cells[first_check].source]))
         assert again[-1][1] is None and again[-1][0].startswith(f"✓ {name}: ")

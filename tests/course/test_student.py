@@ -166,6 +166,15 @@ def test_cell_names_binds_and_reads():
     assert cell_names("%matplotlib inline\na = 1").binds == {"a"}
 
 
+def test_an_augmented_assignment_reads_a_global_only_where_it_is_one():
+    """Does ``scale *= 2`` on a function's own local leave the globals alone (it once dragged a slow cell into
+    a learner's graded slice), while ``total += 1`` at top level or under ``global total`` still reads total?"""
+    assert cell_names("def step(scale):\n    scale *= 2\n    return scale\n").reads == set()
+    assert cell_names("total += 1").reads == {"total"}
+    assert cell_names("def g():\n    global total\n    total += 1\n").reads == {"total"}
+    assert cell_names("for i in range(3):\n    total += i\n").reads >= {"total"}
+
+
 def test_needed_cells_follow_dependencies():
     """Does the slice keep exactly the cells the target reads, transitively, including mutations?"""
     sources = ["import numpy as np",          # 0 needed through table
@@ -177,3 +186,14 @@ def test_needed_cells_follow_dependencies():
     assert needed_cells(sources, 5, [sources[5]]) == [0, 2, 3]
     assert needed_cells(sources + ["from m import *"], 6, ["f(1)"]) == [0, 2, 3, 5]
     assert needed_cells(["from m import *", "g = 1"], 2, ["g"], frozenset({0})) == [1]
+
+
+@pytest.mark.parametrize("lesson", sorted(LESSON.parent.glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.stem)
+def test_committed_handouts_are_the_current_student_versions(lesson):
+    """Are the handouts in notebooks/student/ (what the Colab and Binder badges open) made from the lessons as
+    they are now? After editing a lesson: ``make execute NB=...`` then ``make student``."""
+    committed = LESSON.parent / "student" / lesson.name
+    assert committed.exists(), f"{committed} is missing: run make student and commit it"
+    expected = nbformat.writes(student_version(nbformat.read(lesson, as_version=4)))
+    assert committed.read_text(encoding="utf-8").rstrip("\n") == expected.rstrip("\n"), \
+        f"{committed} is stale: run make student"

@@ -1,17 +1,39 @@
 """Lesson 09's checks, proved: each reference passes on 50 seeds, each plausible wrong answer fails on all 50."""
 
+import hashlib
+import json
+import math
 import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from catalogue import Catalogue, catalogue_tests
 
 from mlsys_lab.exercises import fault_tolerance as checks
-from mlsys_lab.fault_tolerance.checkpoint_io import write_atomic, write_in_place
+from mlsys_lab.exercises.fault_tolerance_build import reference_diagnose, reference_replay_goodput
+from mlsys_lab.exercises.fault_tolerance_resume import reference_train
+from mlsys_lab.fault_tolerance.checkpoint_io import make_data, write_atomic, write_in_place
 from mlsys_lab.fault_tolerance.reliability import expected_goodput, first_order_goodput, product_goodput
+from mlsys_lab.fault_tolerance.resume import (
+    CHECKPOINT_EVERY,
+    CONFIG,
+    fresh_state,
+    from_bytes,
+    save_checkpoint,
+    train_step,
+)
 
 HOUR = 3600.0
+
+
+@pytest.fixture(autouse=True)
+def _scratch_in_memory(monkeypatch):
+    """The kill-and-resume checks fork and fsync hundreds of times per seed: on tmpfs an fsync costs nothing,
+    and no verdict depends on the disk (the checks judge what the files hold and the calls' order)."""
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        monkeypatch.setattr(tempfile, "tempdir", "/dev/shm")
 
 
 # --- checkpoint_interval -------------------------------------------------------------------------------
@@ -71,6 +93,145 @@ def in_place_with_ceremony(path, chunks):  # fsyncs and "renames", but writes ov
     sync_folder(Path(path).parent)
 
 
+# --- resume_training -------------------------------------------------------------------------------------
+def train_variant(folder, batches, order="number", verify="sha256", use_manifests=True, fallback=True,
+                  skip=0, eager=False, final_save=True, resume=True):
+    """The reference resume with one thing changed (see the catalogue's labels)."""
+    folder = Path(folder)
+    x, y = make_data(CONFIG)
+    state = None
+    if not resume:
+        pass
+    elif use_manifests:
+        key = (lambda p: int(p.stem.split("_")[1])) if order == "number" else (lambda p: p.name)
+        for manifest in sorted(folder.glob("ckpt_*.json"), key=key, reverse=True):
+            try:
+                meta = json.loads(manifest.read_text())
+                data = (folder / meta["file"]).read_bytes()
+            except (OSError, ValueError, KeyError, TypeError):
+                if fallback:
+                    continue
+                break
+            ok = {"sha256": len(data) == meta["n_bytes"] and hashlib.sha256(data).hexdigest() == meta["sha256"],
+                  "size": len(data) == meta["n_bytes"], "none": True}[verify]
+            if ok:
+                state = from_bytes(data)
+                break
+            if not fallback:
+                break
+    else:  # the newest data file, whatever its manifest says
+        files = sorted(folder.glob("ckpt_*.bin"), key=lambda p: int(p.stem.split("_")[1]), reverse=True)
+        for path in files:
+            try:
+                state = from_bytes(path.read_bytes())
+                break
+            except Exception:
+                continue
+    state = state or fresh_state(CONFIG)
+    saved = state["step"]
+    if eager:
+        batches = list(batches)
+    for number, batch in enumerate(batches, start=1):
+        if skip is not None and number <= state["step"] + skip:
+            continue
+        train_step(state, x, y, batch, CONFIG)
+        if state["step"] % CHECKPOINT_EVERY == 0:
+            save_checkpoint(folder, state)
+            saved = state["step"]
+    if final_save and state["step"] > saved:
+        save_checkpoint(folder, state)
+
+
+
+# --- replay_goodput --------------------------------------------------------------------------------------
+def replay_variant(times, work, tau, c, r, keep_on_checkpoint_failure=False, ignore_restart_failures=False,
+                   restart_first=False, final_checkpoint=True, tie_lost=False, pad_last=False, keep_progress=False,
+                   gaps=False):
+    """The reference replay with one thing changed (see the catalogue's labels)."""
+    times = np.sort(np.asarray(times, dtype=float))
+    if gaps:
+        times = np.cumsum(np.asarray(times, dtype=float))
+    t, done, restarting = 0.0, 0.0, restart_first
+    for failure in [*times, math.inf]:
+        if restarting:
+            if t + r > failure:
+                if ignore_restart_failures:
+                    continue
+                t = failure
+                continue
+            t += r
+            restarting = False
+        while True:
+            stretch = tau if pad_last else min(tau, work - done)
+            last = done + stretch >= work
+            end = t + stretch + (0.0 if last and not final_checkpoint else c)
+            if end > failure or (tie_lost and end == failure):
+                if (keep_on_checkpoint_failure and t + stretch <= failure) or keep_progress:
+                    done += min(stretch, failure - t)
+                break
+            t, done = end, done + stretch
+            if done >= work:
+                return work / t
+        if done >= work:
+            return work / failure
+        t, restarting = failure, True
+
+
+def replay_first_order(times, work, tau, c, r):
+    """No replay: Young's first-order goodput with the log's mean time between failures."""
+    m = (times[-1] / len(times)) if len(times) else math.inf
+    return 1 - c / tau - (tau / 2 + r) / m
+
+
+# --- diagnose --------------------------------------------------------------------------------------------
+def diagnose_variant(enter, leave, timeout, step_times=False, statistic=np.median, from_previous=False,
+                     nan_only=False, at_deadline_late=False, from_last=False):
+    """The reference diagnosis with one thing changed (see the catalogue's labels)."""
+    enter, leave = np.asarray(enter, dtype=float), np.asarray(leave, dtype=float)
+    hang_step, hung, detected = None, [], None
+    for step in range(len(enter)):
+        if np.isnan(enter[step]).all():
+            break
+        if from_previous:
+            start = 0.0 if step == 0 else float(np.max(leave[step - 1]))
+        elif from_last:
+            start = float(np.nanmax(enter[step]))
+        else:
+            start = float(np.nanmin(enter[step]))
+        deadline = start + timeout
+        if nan_only:
+            late = [int(r) for r in np.flatnonzero(np.isnan(enter[step]))]
+        elif at_deadline_late:
+            late = [int(r) for r in np.flatnonzero(~(enter[step] < deadline))]
+        else:
+            late = [int(r) for r in np.flatnonzero(~(enter[step] <= deadline))]
+        if late:
+            hang_step, hung, detected = step, late, deadline
+            break
+    done = len(enter) if hang_step is None else hang_step
+    stragglers = []
+    if done > 0:
+        if step_times:
+            durations = np.diff(np.vstack([np.zeros((1, enter.shape[1])), enter[:done]]), axis=0)
+        else:
+            durations = enter[:done] - np.vstack([np.zeros((1, enter.shape[1])), leave[:done - 1]])
+        typical = statistic(durations, axis=0)
+        stragglers = [int(r) for r in np.flatnonzero(typical > 1.15 * np.median(typical))]
+    return {"hang_step": hang_step, "hung_ranks": hung, "detected_at": detected, "stragglers": stragglers}
+
+
+def diagnose_last_to_arrive(enter, leave, timeout):
+    """Straggler = the rank that enters last most often (in a healthy job, some rank always does)."""
+    result = diagnose_variant(enter, leave, timeout)
+    done = len(enter) if result["hang_step"] is None else result["hang_step"]
+    if done == 0:
+        return result
+    last = np.argmax(np.asarray(enter[:done]), axis=1)
+    counts = np.bincount(last, minlength=np.shape(enter)[1])
+    result["stragglers"] = [int(np.argmax(counts))]
+    return result
+
+
 CATALOGUES = [
     Catalogue("checkpoint_interval", checks.check_checkpoint_interval, young, {
         "√(C·M): the factor 2 dropped": lambda n, h, c: young(n, h, c) / np.sqrt(2),
@@ -101,6 +262,43 @@ CATALOGUES = [
         "folder fsynced before the rename, not after": lambda p, c: write_temp(p, c, order="folder-first"),
         "temporary file in the system's temp folder": lambda p, c: write_temp(p, c, folder=tempfile.gettempdir()),
         "leaves a backup copy behind": lambda p, c: write_temp(p, c, keep_backup=True),
+    }),
+    Catalogue("resume_training", checks.check_resume_training, reference_train, {
+        "never resumes: starts from step 0 after every kill": lambda f, b: train_variant(f, b, resume=False),
+        "newest by file name as text (ckpt_5 sorts after ckpt_25)": lambda f, b: train_variant(f, b, order="name"),
+        "trusts the manifest, never checks the data": lambda f, b: train_variant(f, b, verify="none"),
+        "checks the data's size, not its checksum": lambda f, b: train_variant(f, b, verify="size"),
+        "loads the newest data file, manifests ignored": lambda f, b: train_variant(f, b, use_manifests=False),
+        "gives up at the first bad checkpoint and starts from step 0": lambda f, b: train_variant(f, b, fallback=False),
+        "skips one batch too many on resume": lambda f, b: train_variant(f, b, skip=1),
+        "restores the state but trains on every batch again": lambda f, b: train_variant(f, b, skip=None),
+        "takes the whole loader at once (list(batches))": lambda f, b: train_variant(f, b, eager=True),
+        "no checkpoint after the last step": lambda f, b: train_variant(f, b, final_save=False),
+    }),
+    Catalogue("replay_goodput", checks.check_replay_goodput, reference_replay_goodput, {
+        "a failure during a checkpoint keeps its stretch":
+            lambda *a: replay_variant(*a, keep_on_checkpoint_failure=True),
+        "a failure during a restart is ignored": lambda *a: replay_variant(*a, ignore_restart_failures=True),
+        "a restart at the very start too": lambda *a: replay_variant(*a, restart_first=True),
+        "no checkpoint after the last stretch": lambda *a: replay_variant(*a, final_checkpoint=False),
+        "a checkpoint ending at the failure's moment is lost": lambda *a: replay_variant(*a, tie_lost=True),
+        "the last stretch padded to a full interval": lambda *a: replay_variant(*a, pad_last=True),
+        "work since the checkpoint kept (resumes where it failed)": lambda *a: replay_variant(*a, keep_progress=True),
+        "failure times read as gaps between failures": lambda *a: replay_variant(*a, gaps=True),
+        "no replay: Young's first-order formula with the log's MTTF": replay_first_order,
+    }),
+    Catalogue("diagnose", checks.check_diagnose, reference_diagnose, {
+        "step time from consecutive entries (the same on every rank)":
+            lambda *a: diagnose_variant(*a, step_times=True),
+        "mean compute time, not the median (pauses flag healthy ranks)":
+            lambda *a: diagnose_variant(*a, statistic=np.mean),
+        "the worst single step, not the typical one": lambda *a: diagnose_variant(*a, statistic=np.max),
+        "timeout counted from the previous step's end": lambda *a: diagnose_variant(*a, from_previous=True),
+        "timeout counted from the last rank to enter": lambda *a: diagnose_variant(*a, from_last=True),
+        "only ranks that never enter are hung": lambda *a: diagnose_variant(*a, nan_only=True),
+        "a rank entering exactly at the timeout counted as hung":
+            lambda *a: diagnose_variant(*a, at_deadline_late=True),
+        "the straggler is the rank that enters last most often": diagnose_last_to_arrive,
     }),
 ]
 

@@ -66,3 +66,13 @@ def test_elastic_beats_restart_when_spares_are_short():
     assert plenty > 0.8 and elastic < 1.0
     with pytest.raises(ValueError, match="policy"):
         fault_sim.simulate_elastic("pray", n_spares=0, **kw)
+
+
+def test_failure_log_is_sorted_uniform_in_the_window():
+    from mlsys_lab.fault_tolerance.simulate import failure_log
+
+    log = failure_log(466, 54 * 86400.0, seed=3)
+    assert log.shape == (466,) and np.all(np.diff(log) >= 0) and 0 <= log[0] and log[-1] <= 54 * 86400.0
+    assert failure_log(0, 10.0).shape == (0,)
+    with pytest.raises(ValueError, match="seconds"):
+        failure_log(3, -1.0)

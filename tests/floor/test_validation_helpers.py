@@ -5,7 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from mlsys_lab.validation import check_array, check_bool, check_choice, check_positive, check_type
+from mlsys_lab.validation import (
+    check_array,
+    check_bool,
+    check_choice,
+    check_positive,
+    check_sequence,
+    check_str,
+    check_type,
+)
 
 
 def test_check_array_passes_a_good_array_through_unchanged():
@@ -87,3 +95,61 @@ def test_the_network_toolkit_checks_its_arguments():
         nn.SGD(0.1, trainable=0)
     with pytest.raises(ValueError, match=r"batch_size must be an integer between 1 and 10"):
         nn.batches(10, 11, np.random.default_rng(0))  # at the call, not at the first next()
+
+
+def test_check_array_shape_matches_fixed_and_free_lengths():
+    x = np.zeros((3, 4))
+    assert check_array("x", x, shape=(3, 4)) is x
+    assert check_array("x", x, shape=(None, 4)) is x  # None matches any length
+    assert check_array("x", x, shape=(3, None)) is x
+    assert check_array("v", [1.0, 2.0], shape=(2,)).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("value, shape, text", [
+    (np.zeros((3, 4)), (4, 3), r"^gates must have shape \(4, 3\); got \(3, 4\)$"),
+    (np.zeros((3, 4)), (None, 5), r"^gates must have shape \(any, 5\); got \(3, 4\)$"),
+    (np.zeros(3), (2,), r"^gates must have shape \(2,\); got \(3,\)$"),
+    (np.zeros((2, 2, 2)), (2, 2), r"^gates must have shape \(2, 2\); got \(2, 2, 2\)$"),  # another ndim
+    (np.zeros(4), (None, 4), r"^gates must have shape \(any, 4\); got \(4,\)$"),
+])
+def test_check_array_shape_rejects_with_the_name_and_both_shapes(value, shape, text):
+    with pytest.raises(ValueError, match=text):
+        check_array("gates", value, shape=shape)
+
+
+def test_check_sequence_returns_a_list_of_the_items():
+    assert check_sequence("deps", (1, 2)) == [1, 2]
+    items = [np.ones(2), np.zeros(2)]
+    got = check_sequence("buffers", items, min_size=2, max_size=2)
+    assert got == items and got is not items and got[0] is items[0]  # a new list of the same objects
+    assert check_sequence("deps", []) == []  # min_size 0 by default
+
+
+@pytest.mark.parametrize("value, kw, error, text", [
+    ("ab", {}, TypeError, r"^deps must be a list or tuple; got str 'ab'$"),  # a string is not a sequence here
+    (np.ones(3), {}, TypeError, r"^deps must be a list or tuple; got ndarray"),
+    (3, {}, TypeError, r"^deps must be a list or tuple; got int 3$"),
+    (None, {}, TypeError, r"^deps must be a list or tuple; got NoneType None$"),
+    ([], {"min_size": 1}, ValueError, r"^deps must hold .*>= 1.* item\(s\); got 0$"),
+    ([1, 2, 3], {"min_size": 1, "max_size": 2}, ValueError, r"^deps must hold .*1.*2.* item\(s\); got 3$"),
+])
+def test_check_sequence_rejects_with_the_name(value, kw, error, text):
+    with pytest.raises(error, match=text):
+        check_sequence("deps", value, **kw)
+
+
+def test_check_str_passes_names_through():
+    assert check_str("name", "roofline_h200") == "roofline_h200"
+    assert check_str("asm", "", nonempty=False) == ""
+
+
+@pytest.mark.parametrize("value, error, text", [
+    ("", ValueError, r"^name must be a non-empty str; got ''$"),
+    (0, TypeError, r"^name must be a str; got int 0$"),
+    (b"ab", TypeError, r"^name must be a str; got bytes b'ab'$"),
+    (None, TypeError, r"^name must be a str; got NoneType None$"),
+    (["a"], TypeError, r"^name must be a str; got list \['a'\]$"),
+])
+def test_check_str_rejects_with_the_name(value, error, text):
+    with pytest.raises(error, match=text):
+        check_str("name", value)

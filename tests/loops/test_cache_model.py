@@ -49,3 +49,37 @@ def test_miss_curves_are_the_simulation_per_iteration():
     untiled = cache_model.simulate_matmul_misses(32, "jki", 32, 32 * 1024, 64, 8)["total"] / 32**3
     assert curves["jki"][-1] == untiled  # tile 128 > n = 32
     np.testing.assert_array_equal(cache_model.miss_curves(32)["ikj"], curves["ikj"])
+
+
+def test_matmul_trace_order_and_layout():
+    """Is the trace A[i,k], B[k,j], C[i,j] per iteration, in the loop order, with A, B, C one after another?"""
+    trace = cache_model.matmul_trace(2, "ijk", element_bytes=8)
+    assert trace[:6].tolist() == [0, 32, 64, 8, 48, 64]  # (i,j,k) = (0,0,0) then (0,0,1)
+    assert trace.size == 3 * 2**3 and trace.dtype == np.int64
+    n = 5
+    kij = cache_model.matmul_trace(n, "kij", element_bytes=4).reshape(-1, 3) // 4
+    assert kij[1].tolist() == [0, n * n + 1, 2 * n * n + 1]  # j moves first: B[0,1], C[0,1]; A[0,0] stays
+
+
+@pytest.mark.parametrize(("order", "tile"), [("ijk", None), ("jki", 3), ("kji", 4), ("ikj", 7)])
+def test_matmul_trace_visits_every_iteration_once_in_tiles(order, tile):
+    """Does the tiled trace visit each (i, j, k) once, finishing each tile of the loops before the next?"""
+    n = 7
+    elements = cache_model.matmul_trace(n, order, tile, element_bytes=1).reshape(-1, 3)
+    i, k = np.divmod(elements[:, 0], n)
+    j = elements[:, 1] - n * n - k * n
+    assert len({(a, b, c) for a, b, c in zip(i.tolist(), j.tolist(), k.tolist(), strict=True)}) == n**3
+    loops = {"i": i, "j": j, "k": k}
+    outer = loops[order[0]] // (tile or n)
+    assert np.all(np.diff(outer) >= 0)  # the outermost tile loop never goes back
+
+
+@pytest.mark.parametrize(("n", "order", "tile", "cache_bytes", "ways"), [
+    (8, "ijk", None, 512, 2), (12, "jki", 5, 1024, 4), (16, "kij", 4, 2048, 1), (10, "ikj", None, 640, 10)])
+def test_trace_replayed_through_an_lru_cache_gives_the_simulators_misses(n, order, tile, cache_bytes, ways):
+    """The exercise's reference LRU cache on matmul_trace agrees with the lesson's numba simulator."""
+    from mlsys_lab.exercises.loops import reference_lru_misses
+
+    expected = cache_model.simulate_matmul_misses(n, order, tile, cache_bytes, 64, ways)["total"]
+    trace = cache_model.matmul_trace(n, order, tile)
+    assert reference_lru_misses(trace, 64, cache_bytes // (64 * ways), ways) == expected

@@ -11,6 +11,7 @@ from numba import njit
 from mlsys_lab.exercises.loops import (
     check_atb_tiled,
     check_legal_orders,
+    check_lru_misses,
     check_misses_per_iteration,
     check_transformation_legal,
 )
@@ -202,7 +203,56 @@ CATALOGUE_ATB = {
     "interchanged the wrong way (i innermost, C walked by column)": atb_i_innermost,
 }
 
+# ---------------------------------------------------------------------------------------- an LRU cache on a trace
+def lru_with(addresses, line_bytes, n_sets, ways, *, refresh=True, evict_oldest=True, set_of=None, line_of=None,
+             capacity=None, first_stamp=1):
+    """A set-associative cache with stamps (the learner's likely shape), each knob one way of getting it wrong."""
+    capacity = ways if capacity is None else capacity
+    tags: list[list[int]] = [[-1] * capacity for _ in range(n_sets)]
+    stamps: list[list[int]] = [[0] * capacity for _ in range(n_sets)]
+    misses, clock = 0, first_stamp - 1
+    for address in np.asarray(addresses).tolist():
+        line = address // line_bytes if line_of is None else line_of(address)
+        s = line % n_sets if set_of is None else set_of(address, line)
+        clock += 1
+        if line in tags[s]:
+            if refresh:
+                stamps[s][tags[s].index(line)] = clock
+            continue
+        misses += 1
+        if first_stamp == 0:  # the first access's stamp (0) ties with the empty ways' and min() takes the first
+            victim = stamps[s].index(min(stamps[s]))
+        elif -1 in tags[s]:
+            victim = tags[s].index(-1)
+        else:
+            pick = min if evict_oldest else max
+            victim = stamps[s].index(pick(stamps[s]))
+        tags[s][victim], stamps[s][victim] = line, clock
+    return misses
+
+
+def lru_reference(addresses, line_bytes, n_sets, ways):
+    return lru_with(addresses, line_bytes, n_sets, ways)
+
+
+CATALOGUE_LRU = {
+    "FIFO: a hit does not refresh its line": lambda t, L, S, W: lru_with(t, L, S, W, refresh=False),
+    "evicts the most recently used line": lambda t, L, S, W: lru_with(t, L, S, W, evict_oldest=False),
+    "set from the byte address, not the line": lambda t, L, S, W: lru_with(t, L, S, W, set_of=lambda a, line: a % S),
+    "ways ignored (direct-mapped)": lambda t, L, S, W: lru_with(t, L, S, W, capacity=1),
+    "sets ignored (fully associative, S x W lines)": lambda t, L, S, W: lru_with(t, L, 1, S * W),
+    "one line too many per set (evicts at ways + 1)": lambda t, L, S, W: lru_with(t, L, S, W, capacity=W + 1),
+    "line_bytes read as elements of 8 bytes": lambda t, L, S, W: lru_with(t, L, S, W,
+                                                                      line_of=lambda a: a // max(L // 8, 1)),
+    "every address its own line": lambda t, L, S, W: lru_with(t, L, S, W, line_of=lambda a: a),
+    "clock starts at 0: the first line ties with the empty ways": lambda t, L, S, W: lru_with(t, L, S, W,
+                                                                                          first_stamp=0),
+    "only compulsory misses (distinct lines)": lambda t, L, S, W: len({a // L for a in np.asarray(t).tolist()}),
+    "the example's answer, 4, for every trace": lambda t, L, S, W: 4,
+}
+
 CATALOGUES = [
+    Catalogue("lru_misses", check_lru_misses, lru_reference, CATALOGUE_LRU),
     Catalogue("legal_orders", check_legal_orders, legal_reference, CATALOGUE_LEGAL),
     Catalogue("misses_per_iteration", check_misses_per_iteration, lambda o, L: misses_with(o, L), CATALOGUE_MISSES),
     Catalogue("transformation_legal", check_transformation_legal, transformation_reference, CATALOGUE_TRANSFORM),

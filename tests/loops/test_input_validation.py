@@ -17,6 +17,10 @@ A = np.ones((8, 8))
     (lambda: cache_model.simulate_matmul_misses(8, cache_bytes=10**30), r"cache_bytes must be an integer between"),
     (lambda: cache_model.simulate_matmul_misses(8, element_bytes=0), r"element_bytes must be an integer between 1"),
     (lambda: cache_model.simulate_matmul_misses(8, line_bytes=60), r"line_bytes must be a multiple of 8"),
+    (lambda: cache_model.matmul_trace(0), r"n must be an integer between 1"),
+    (lambda: cache_model.matmul_trace(8, tile=9), r"tile must be an integer between 1"),
+    (lambda: cache_model.matmul_trace(8, order="ijj"), r"order must be one of"),
+    (lambda: cache_model.matmul_trace(8, element_bytes=32), r"element_bytes must be an integer between 1"),
     (lambda: cache_model.simulate_matmul_misses(8, order=np.empty(0)), r"order must be one of"),
 ])
 def test_bad_input_names_the_parameter(call, text):

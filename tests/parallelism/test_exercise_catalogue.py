@@ -7,14 +7,20 @@ import math
 import numpy as np
 from catalogue import Catalogue, catalogue_tests
 
+from mlsys_lab.collectives.overlap import make_buckets
 from mlsys_lab.exercises.parallelism import (
+    check_ddp_schedule,
+    check_fsdp_step,
     check_microbatches_for_bubble,
     check_one_f_one_b,
     check_tp_mlp,
     check_zero_memory,
     reference_zero_peak,
 )
-from mlsys_lab.nn import gelu
+from mlsys_lab.exercises.parallelism_ddp import reference_ddp_schedule
+from mlsys_lab.exercises.parallelism_fsdp import reference_fsdp_step
+from mlsys_lab.nn import gelu, mse_loss
+from mlsys_lab.parallelism.fsdp import layer_backward, layer_forward
 from mlsys_lab.parallelism.model import mlp
 from mlsys_lab.parallelism.pp import pipeline_bubble_fraction, schedule_ops
 from mlsys_lab.parallelism.zero import zero_memory_per_gpu
@@ -210,11 +216,164 @@ OFOB_WRONG = {
 }
 
 
+# ---------------------------------------------------------------- fsdp_step
+def fsdp_variant(xs, ts, shards, shapes, lr, group, upfront=False, free_forward=True, free_backward=True,
+                 reduce="reduce_scatter", pad=True, mean=True, local_weights=False, local_grads=False):
+    """The reference loop with one thing changed (each keyword names a mistake)."""
+    n, n_layers = len(xs), len(shapes)
+
+    def gathered(i):
+        full = group.all_gather([shards[r][i] for r in range(n)])
+        if local_weights:  # gathers, then rebuilds W from every rank's shard directly
+            full = [np.concatenate([shards[q][i] for q in range(n)]) for _ in range(n)]
+        size = shapes[i][0] * shapes[i][1]
+        return [f[:size].reshape(shapes[i]) for f in full]
+
+    early = [gathered(i) for i in range(n_layers)] if upfront else None
+    hs, caches = list(xs), [[None] * n_layers for _ in range(n)]
+    for i in range(n_layers):
+        w = early[i] if upfront else gathered(i)
+        for r in range(n):
+            hs[r], caches[r][i] = layer_forward(hs[r], w[r], i == n_layers - 1)
+        if free_forward and not upfront:
+            group.free(i)
+    dys = [mse_loss(hs[r], ts[r])[1] / (n if mean else 1) for r in range(n)]
+    new = [[None] * n_layers for _ in range(n)]
+    for i in reversed(range(n_layers)):
+        w = gathered(i)
+        grads = []
+        for r in range(n):
+            dys[r], dw = layer_backward(dys[r], caches[r][i], w[r])
+            padded = np.zeros(n * shards[r][i].size if pad else dw.size)
+            padded[:dw.size] = dw.ravel()
+            grads.append(padded)
+        if free_backward:
+            group.free(i)
+        if upfront:
+            group.free(i)
+        k = shards[0][i].size
+        if reduce == "all_reduce":   # the full gradient on every rank, then the own slice
+            g = [full[r * k:(r + 1) * k] for r, full in enumerate(group.all_reduce(grads))]
+        else:
+            g = group.reduce_scatter(grads)
+        if local_grads:              # calls the collective, then sums the other ranks' gradients itself
+            g = [sum(grads)[r * k:(r + 1) * k] for r in range(n)]
+        for r in range(n):
+            new[r][i] = shards[r][i] - lr * g[r]
+    return new
+
+
+def fsdp_full_copy(xs, ts, shards, shapes, lr, group):
+    """All-reduces the gradient and updates the whole gathered copy on every rank, then keeps its slice."""
+    n, n_layers = len(xs), len(shapes)
+    full_w = []
+    for i in range(n_layers):
+        full_w.append(group.all_gather([shards[r][i] for r in range(n)]))
+    hs, caches = list(xs), [[None] * n_layers for _ in range(n)]
+    size = [a * b for a, b in shapes]
+    for i in range(n_layers):
+        for r in range(n):
+            hs[r], caches[r][i] = layer_forward(hs[r], full_w[i][r][:size[i]].reshape(shapes[i]), i == n_layers - 1)
+    dys = [mse_loss(hs[r], ts[r])[1] / n for r in range(n)]
+    new = [[None] * n_layers for _ in range(n)]
+    for i in reversed(range(n_layers)):
+        grads = []
+        for r in range(n):
+            dys[r], dw = layer_backward(dys[r], caches[r][i], full_w[i][r][:size[i]].reshape(shapes[i]))
+            grads.append(np.concatenate([dw.ravel(), np.zeros(full_w[i][r].size - size[i])]))
+        summed = group.all_reduce(grads)
+        k = shards[0][i].size
+        for r in range(n):
+            updated = full_w[i][r] - lr * summed[r]
+            new[r][i] = updated[r * k:(r + 1) * k]
+        group.free(i)
+    return new
+
+
+FSDP_WRONG = {
+    "gathers every layer up front (and frees them at the end)": lambda *a: fsdp_variant(*a, upfront=True),
+    "all-reduces the gradient instead of reduce-scattering it": lambda *a: fsdp_variant(*a, reduce="all_reduce"),
+    "never frees a gathered layer": lambda *a: fsdp_variant(*a, free_forward=False, free_backward=False),
+    "frees after the backward only (all layers held after the forward)": lambda *a: fsdp_variant(
+        *a, free_forward=False),
+    "updates the full gathered copy with an all-reduced gradient": fsdp_full_copy,
+    "ignores the remainder (the gradient not padded to N·k)": lambda *a: fsdp_variant(*a, pad=False),
+    "sums the ranks' gradients instead of averaging them": lambda *a: fsdp_variant(*a, mean=False),
+    "computes with the other ranks' shards directly": lambda *a: fsdp_variant(*a, local_weights=True),
+    "sums the other ranks' gradients itself": lambda *a: fsdp_variant(*a, local_grads=True),
+}
+
+
+# ---------------------------------------------------------------- ddp_schedule
+def ddp_variant(times, sizes, first_cap, cap, cost, forward_order=False, first_bucket=True, never_exceed=False,
+                issue="last ready", serialize=True, ready_at="end"):
+    """The reference scheduler with one thing changed (each keyword names a mistake)."""
+    order = list(range(len(times))) if forward_order else list(reversed(range(len(times))))
+    ready, clock, buckets, current, filled = {}, 0.0, [], [], 0.0
+    for layer in order:
+        ready[layer] = clock if ready_at == "start" else clock + times[layer]
+        clock += times[layer]
+    for layer in order:
+        limit = first_cap if (buckets == [] and first_bucket) else cap
+        if never_exceed and current and filled + sizes[layer] > limit:
+            buckets.append((current, filled))
+            current, filled = [], 0.0
+        current.append(layer)
+        filled += sizes[layer]
+        if filled >= (first_cap if (not buckets and first_bucket) else cap):
+            buckets.append((current, filled))
+            current, filled = [], 0.0
+    if current:
+        buckets.append((current, filled))
+    schedule, free = [], 0.0
+    for layers, n_bytes in buckets:
+        at = {"last ready": ready[layers[-1]], "first ready": ready[layers[0]], "after backward": clock}[issue]
+        start = max(at, free) if serialize else at
+        end = start + cost(n_bytes)
+        free = end
+        schedule.append((layers, start, end))
+    return schedule
+
+
+def ddp_lesson07_buckets(times, sizes, first_cap, cap, cost):
+    """Lesson 07's make_buckets (one cap for every bucket), scheduled correctly."""
+    order = list(reversed(range(len(times))))
+    ready = dict(zip(order, np.cumsum([times[i] for i in order]), strict=True))
+    schedule, free = [], 0.0
+    for positions in make_buckets([sizes[i] for i in order], cap):
+        layers = [order[j] for j in positions]
+        start = max(ready[layers[-1]], free)
+        free = start + cost(sum(sizes[i] for i in layers))
+        schedule.append((layers, start, free))
+    return schedule
+
+
+def ddp_own_cost(times, sizes, first_cap, cap, cost):
+    """Times each all-reduce as bytes / 1 byte per second instead of calling allreduce_seconds."""
+    return [(layers, start, start + sum(sizes[i] for i in layers) * 1e-2)
+            for layers, start, _ in reference_ddp_schedule(times, sizes, first_cap, cap, cost)]
+
+
+DDP_WRONG = {
+    "one cap for every bucket (lesson 07's make_buckets, no small first bucket)": ddp_lesson07_buckets,
+    "never lets a bucket exceed its cap (closes before the overflowing gradient)": lambda *a: ddp_variant(
+        *a, never_exceed=True),
+    "buckets in forward order (layer 0's gradient first)": lambda *a: ddp_variant(*a, forward_order=True),
+    "issues a bucket when its first gradient is ready": lambda *a: ddp_variant(*a, issue="first ready"),
+    "issues every bucket after the backward (no overlap)": lambda *a: ddp_variant(*a, issue="after backward"),
+    "all-reduces at once on one stream (no queue)": lambda *a: ddp_variant(*a, serialize=False),
+    "a gradient ready when its layer's backward starts": lambda *a: ddp_variant(*a, ready_at="start"),
+    "its own cost model instead of allreduce_seconds": ddp_own_cost,
+}
+
+
 CATALOGUES = [
     Catalogue("zero_memory", check_zero_memory, reference_zero_peak, ZERO_WRONG),
     Catalogue("microbatches_for_bubble", check_microbatches_for_bubble, mb_reference, MB_WRONG),
     Catalogue("tp_mlp", check_tp_mlp, tp_reference, TP_WRONG),
     Catalogue("one_f_one_b", check_one_f_one_b, ofob_reference, OFOB_WRONG),
+    Catalogue("fsdp_step", check_fsdp_step, reference_fsdp_step, FSDP_WRONG),
+    Catalogue("ddp_schedule", check_ddp_schedule, reference_ddp_schedule, DDP_WRONG),
 ]
 
 test_reference_passes_every_seed, test_wrong_fails_every_seed = catalogue_tests(CATALOGUES)

@@ -28,6 +28,14 @@ def test_pipeline_explorer_matches_formula_and_reports_bad_input():
     assert explorer.error is None and explorer.readout["bubble, formula"] == "15.79%"
 
 
+def test_pipeline_explorer_draws_zb_h1_at_the_papers_bubble():
+    explorer = PipelineExplorer()
+    explorer.set(schedule="zb-h1", n_stages=4, n_microbatches=8)
+    assert explorer.error is None
+    assert explorer.readout["bubble, simulated"] == explorer.readout["bubble, formula"] == "11.11%"  # 3 / 27
+    assert explorer.readout["total time"] == "27"
+
+
 def test_zero_explorer_shows_paper_figures():
     explorer = ZeroMemoryExplorer()
     explorer.set(n_params=7.5e9, n_gpus=64, gpu_memory_gb=80)

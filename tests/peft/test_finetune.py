@@ -58,3 +58,21 @@ def test_inference_variants_compute_the_same_or_intended_function():
     merged, unmerged = asnumpy(fns["merged"]()), asnumpy(fns["lora unmerged"]())
     np.testing.assert_allclose(merged, unmerged, rtol=1e-4, atol=1e-4)
     assert fns["adapter"]().shape == (4, 64)
+
+
+def test_nf4_base_holds_nf4_values_and_qlora_training_lowers_the_loss():
+    from mlsys_lab.peft.finetune import BASE_MATRICES, nf4_base, qlora_finetune, step_seconds
+    from mlsys_lab.peft.nf4 import nf4_dequantize, nf4_quantize
+
+    base = init_base(TinyConfig())
+    rounded = nf4_base(base)
+    for name in BASE_MATRICES:
+        w = asnumpy(rounded[name]).astype(np.float64)
+        again = nf4_dequantize(*nf4_quantize(w)).reshape(w.shape)
+        np.testing.assert_allclose(again, w, rtol=1e-6)  # already on the grid: quantizing again changes nothing
+        assert not np.array_equal(w, asnumpy(base[name]))
+    np.testing.assert_array_equal(asnumpy(rounded["emb"]), asnumpy(base["emb"]))
+    run = qlora_finetune(base, steps=60)
+    assert run.method == "qlora" and np.mean(run.losses[-10:]) < np.mean(run.losses[:10])
+    times = step_seconds(base, ("full", "lora"), batch_size=8, rounds=2)
+    assert set(times["lora"]) == {"forward", "backward", "update"} and all(v > 0 for v in times["full"].values())

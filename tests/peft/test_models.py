@@ -59,3 +59,25 @@ def test_bad_method_and_rank_are_named():
         add_method(base, "bitfit")
     with pytest.raises(ValueError, match="rank"):
         add_method(base, "lora", rank=64)
+
+
+def test_step_flops_dense_step_is_three_forwards_and_frozen_weights_skip_dw():
+    from mlsys_lab.peft.models import step_flops
+
+    config = TinyConfig(d_model=128, d_hidden=512, seq_len=32)
+    full, lora, head = (step_flops(config, m, 16) for m in ("full", "lora", "head"))
+    assert sum(full.values()) / full["forward"] == pytest.approx(3.0, rel=0.05)
+    assert lora["backward: dW"] < 0.02 * full["backward: dW"]
+    assert head["backward: dX"] == 0
+    # by hand: the MLP's two weight matmuls, 2·N·d·h each, forward
+    n = 16 * 32
+    assert full["forward"] > 2 * 2 * n * 128 * 512
+
+
+def test_frozen_weights_get_no_gradient_computed():
+    base = init_base(SMALL)
+    params, trainable = add_method(base, "lora", rank=2)
+    tokens = xp.asarray(np.random.default_rng(0).integers(0, 8, size=(4, 5)))
+    logits, cache = forward(params, tokens)
+    grads = backward(params, cache, cross_entropy(logits, xp.zeros(4, int))[1], trainable)
+    assert set(grads) == set(trainable) and "w1" not in grads

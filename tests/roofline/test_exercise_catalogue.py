@@ -170,6 +170,59 @@ MEASURE = Catalogue("measure_on_roofline", ex.check_measure_on_roofline, ex.refe
     "flop_per_s from bytes / seconds": measured(rate_of=lambda f, b, s: b / s),
 })
 
-CATALOGUES = [CLASSIFY, COMPUTE_BOUND_BATCH, LOADS, MEASURE]
+# ------------------------------------------------------------------ tile_traffic
+def traffic_with(m, n, k, tm, tn, tk, l2_bytes, e, *, edges="partial", lru=True, l2="finite", c_levels=("HBM", "L2"),
+                 fits=lambda used, size, cap: used + size <= cap):
+    """The simulation a learner would write (a list for the L2), each keyword one way of getting it wrong."""
+    ceil = (lambda a, b: -(-a // b)) if edges != "floor" else (lambda a, b: max(a // b, 1))
+    size = (lambda i, t, d: min(t, d - i * t)) if edges == "partial" else (lambda i, t, d: t)
+    held, traffic = [], {"HBM": 0, "L2": 0}  # held: [key, bytes], least recently used first
+    for bi in range(ceil(m, tm)):
+        for bj in range(ceil(n, tn)):
+            for kk in range(ceil(k, tk)):
+                for key, count in ((("A", bi, kk), size(bi, tm, m) * size(kk, tk, k)),
+                                   (("B", kk, bj), size(kk, tk, k) * size(bj, tn, n))):
+                    n_bytes = count * e
+                    traffic["L2"] += n_bytes
+                    keys = [h[0] for h in held]
+                    if l2 == "infinite" and key in keys or l2 == "finite" and key in keys:
+                        if lru:
+                            held.append(held.pop(keys.index(key)))
+                        continue
+                    traffic["HBM"] += n_bytes
+                    if l2 == "infinite":
+                        held.append([key, n_bytes])
+                        continue
+                    if l2 == "none":
+                        continue
+                    while held and not fits(sum(h[1] for h in held), n_bytes, l2_bytes):
+                        held.pop(0)
+                    if n_bytes <= l2_bytes:
+                        held.append([key, n_bytes])
+            for level in c_levels:
+                traffic[level] += size(bi, tm, m) * size(bj, tn, n) * e
+    return traffic
+
+
+def traffic_formula(m, n, k, tm, tn, tk, l2_bytes, e):
+    """Skips the simulation: lesson 01's closed form for L2, each matrix once from HBM."""
+    return {"HBM": e * (m * k + k * n + m * n), "L2": e * (m * k * (n / tn) + k * n * (m / tm) + m * n)}
+
+
+TRAFFIC = Catalogue("tile_traffic", ex.check_tile_traffic, ex.reference_tile_traffic, {
+    "full tiles at the edges (no bounds check)": lambda *a: traffic_with(*a, edges="full"),
+    "grid by floor division (edge tiles dropped)": lambda *a: traffic_with(*a, edges="floor"),
+    "no L2: every load from HBM": lambda *a: traffic_with(*a, l2="none"),
+    "an infinite L2: each tile once from HBM": lambda *a: traffic_with(*a, l2="infinite"),
+    "FIFO L2: a hit does not refresh its tile": lambda *a: traffic_with(*a, lru=False),
+    "evicts when the L2 would be exactly full": lambda *a: traffic_with(*a, fits=lambda u, s, c: u + s < c),
+    "C left out": lambda *a: traffic_with(*a, c_levels=()),
+    "C counted at L2 only": lambda *a: traffic_with(*a, c_levels=("L2",)),
+    "elements, not bytes": lambda m, n, k, tm, tn, tk, l2, e: traffic_with(m, n, k, tm, tn, tk, l2 // e, 1),
+    "tile_m and tile_n swapped": lambda m, n, k, tm, tn, tk, l2, e: traffic_with(m, n, k, tn, tm, tk, l2, e),
+    "the closed formula, no simulation": traffic_formula,
+})
+
+CATALOGUES = [CLASSIFY, COMPUTE_BOUND_BATCH, LOADS, MEASURE, TRAFFIC]
 
 test_reference_passes_every_seed, test_wrong_fails_every_seed = catalogue_tests(CATALOGUES)

@@ -55,3 +55,20 @@ def test_a_learner_who_has_not_started_is_told_so():
         with redirect_stdout(buffer):
             check(todo)
         assert "not attempted yet" in buffer.getvalue()
+
+
+def test_tile_traffic_by_hand():
+    # 4 x 4 x 4 in 2 x 2 x 2 tiles, fp32: 4 blocks x 2 steps x (4 + 4) elements x 4 B = 256 B loaded, C 64 B
+    assert ex.reference_tile_traffic(4, 4, 4, 2, 2, 2, 2**20, 4) == {"HBM": 3 * 64, "L2": 256 + 64}
+    assert ex.reference_tile_traffic(4, 4, 4, 2, 2, 2, 0, 4) == {"HBM": 320, "L2": 320}
+    # partial edge tiles: 3 x 1 x 3 in 2 x 2 x 2 tiles is 2 blocks; block 0 loads A 2x2 + 2x1, B 2x1 + 1x1
+    assert ex.reference_tile_traffic(3, 1, 3, 2, 2, 2, 0, 1)["L2"] == (4 + 2 + 2 + 1) + (2 + 1 + 2 + 1) + 3
+
+
+def test_tile_traffic_l2_too_small_for_b_rereads_it_per_row_of_blocks():
+    """With an L2 that keeps the A strip but not B, HBM reads A once and B once per row of blocks."""
+    n, tile, e = 64, 16, 4
+    traffic = ex.reference_tile_traffic(n, n, n, tile, tile, tile, 3 * tile * n * e, e)
+    assert traffic["HBM"] == n * n * e + (n // tile) * n * n * e + n * n * e
+    huge = ex.reference_tile_traffic(n, n, n, tile, tile, tile, 2**30, e)
+    assert huge["HBM"] == 3 * n * n * e and huge["L2"] == traffic["L2"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mlsys_lab.hardware import H200
@@ -56,3 +57,13 @@ def test_tensor_core_roofline_draws_every_dot_under_the_roof():
     assert len(ax.texts) == len(dots)
     assert max(ax.lines[0].get_ydata()) == H200.peak("bf16")
     plt.close(fig)
+
+
+def test_the_size_slider_can_land_on_every_batch_up_to_400():
+    """Can the log slider's steps reach each integer batch (the bf16 crossing at 230 among them)?"""
+    from mlsys_lab.widgets.roofline import _size_slider
+
+    slider = _size_slider("m", 4096)
+    positions = slider.min + slider.step * np.arange(round((slider.max - slider.min) / slider.step) + 1)
+    reachable = set(np.round(slider.base ** positions).astype(int).tolist())
+    assert set(range(1, 401)) <= reachable and 230 in reachable

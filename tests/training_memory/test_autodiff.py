@@ -75,3 +75,54 @@ def test_tape_bytes_equal_the_shape_estimate_and_grow_linearly_with_depth(n_bloc
     tape = Tape()
     forward_loss(model, Tensor(x, tape), labels)
     assert tape.saved_bytes == mlp_step_bytes(16, 32, n_blocks, 5, 64).activations
+
+
+# --- broadcasting on either side, and the primitives cross-entropy is composed of ----------------------------
+
+from mlsys_lab.training_memory.autodiff import composed_softmax_cross_entropy, mul, sub, sum_over  # noqa: E402
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+@pytest.mark.parametrize("bias_first", [False, True])
+@pytest.mark.parametrize("bias_shape", [(3,), (1, 3), (4, 1), ()])
+def test_broadcast_operand_gets_a_gradient_of_its_own_shape(op, bias_first, bias_shape):
+    """Does ``bias + x`` (bias first) give the bias a gradient of the bias's shape, equal to central differences?"""
+    g = np.random.default_rng(0)
+    x_data, b_data = g.normal(size=(4, 3)), g.normal(size=bias_shape)
+    fn = {"add": add, "sub": sub, "mul": mul}[op]
+
+    def loss_of(x_value, b_value):
+        tape = Tape()
+        x = Tensor(xp.asarray(x_value), tape, requires_grad=True)
+        b = Tensor(xp.asarray(b_value), requires_grad=True)
+        y = fn(b, x) if bias_first else fn(x, b)
+        loss = sum_over(sum_over(mul(y, y), axis=1), axis=0)
+        tape.backward(loss)
+        return float(loss.data), x, b
+
+    _, x, b = loss_of(x_data, b_data)
+    assert tuple(b.grad.shape) == bias_shape and tuple(x.grad.shape) == (4, 3)
+    numerical = numerical_gradient(lambda v: loss_of(x_data, v)[0], np.array(b_data, dtype=float))
+    np.testing.assert_allclose(backend.asnumpy(b.grad), numerical, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_composed_cross_entropy_matches_the_fused_op_and_survives_large_logits(smoothing):
+    g = np.random.default_rng(1)
+    for scale in (3.0, 1e4):
+        z, labels, grad_out = scale * g.normal(size=(6, 5)), g.integers(0, 5, size=6), g.normal(size=6)
+        tape = Tape()
+        logits = Tensor(xp.asarray(z), tape, requires_grad=True)
+        losses = composed_softmax_cross_entropy(logits, xp.asarray(labels), smoothing)
+        tape.backward(losses, xp.asarray(grad_out))
+        shifted = z - z.max(axis=1, keepdims=True)
+        log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        q = np.full(z.shape, smoothing / 5)
+        q[np.arange(6), labels] += 1 - smoothing
+        np.testing.assert_allclose(backend.asnumpy(losses.data), -(q * log_p).sum(axis=1), rtol=1e-13, atol=1e-9)
+        np.testing.assert_allclose(backend.asnumpy(logits.grad), (np.exp(log_p) - q) * grad_out[:, None], atol=1e-13)
+        assert tape.saved_bytes == 0
+    if smoothing == 0.0:  # the engine's own fused op is the mean of the same losses
+        tape = Tape()
+        fused = softmax_cross_entropy(Tensor(xp.asarray(z), tape, requires_grad=True), xp.asarray(labels))
+        assert float(fused.data) == pytest.approx(float(backend.asnumpy(losses.data).mean()), rel=1e-12)

@@ -71,3 +71,54 @@ def test_sweep_has_one_row_per_segment_length_as_forward_backward_gives(setup):
 def test_bad_segment_length_is_named():
     with pytest.raises(ValueError, match="segment_length"):
         predicted_peak_bytes(4, 5, 1.0, 1.0)
+
+
+# --- plans over uneven chains: simulate_checkpoint_plan ---------------------------------------------------------
+
+from itertools import combinations  # noqa: E402
+
+from mlsys_lab.exercises.training_memory_build import least_feasible_budget, reference_checkpoint_plan  # noqa: E402
+from mlsys_lab.training_memory.recompute import simulate_checkpoint_plan  # noqa: E402
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16])
+def test_simulated_uniform_plans_peak_as_predicted(n):
+    """Do equal layers cut into equal segments peak at predicted_peak_bytes and recompute n − last segment?"""
+    for k in range(1, n + 1):
+        run = simulate_checkpoint_plan([5] * n, [1] * n, [1] * n, list(range(0, n, k)))
+        assert run.peak_bytes == predicted_peak_bytes(n, k, 5.0, 1.0)
+        assert run.recompute_cost == n - (n - (len(range(0, n, k)) - 1) * k)
+
+
+def _all_plans(n):
+    for r in range(n):
+        for cut in combinations(range(1, n), r):
+            yield [0, *cut]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dp_plan_is_the_brute_force_optimum(seed):
+    """Is the exercise's DP plan as cheap as the best of all 2^(n−1) plans that fit, and None exactly when none fits?"""
+    g = np.random.default_rng(seed)
+    n = int(g.integers(1, 10))
+    a, c, f = g.integers(5, 40, size=n), g.integers(1, 10, size=n), g.integers(1, 9, size=n)
+    least = least_feasible_budget(a, c, f)
+    runs = [simulate_checkpoint_plan(a, c, f, p) for p in _all_plans(n)]
+    assert least == min(r.peak_bytes for r in runs)
+    for budget in (least - 1, least, int(g.integers(least, a.sum() + 1)), int(a.sum())):
+        plan = reference_checkpoint_plan(a, c, f, budget)
+        fitting = [r.recompute_cost for r in runs if r.peak_bytes <= budget]
+        if not fitting:
+            assert plan is None
+            continue
+        run = simulate_checkpoint_plan(a, c, f, plan)
+        assert run.peak_bytes <= budget and run.recompute_cost == min(fitting)
+
+
+@pytest.mark.parametrize(("plan", "text"), [([1], r"segment_starts must ascend strictly from 0"),
+                                            ([0, 2, 2], r"segment_starts must ascend strictly"),
+                                            ([0, 5], r"segment_starts\[\] must be an integer"),
+                                            ([], r"segment_starts must hold")])
+def test_bad_plans_name_the_parameter(plan, text):
+    with pytest.raises((ValueError, TypeError), match=text):
+        simulate_checkpoint_plan([1, 2, 3], [1, 1, 1], [1, 1, 1], plan)

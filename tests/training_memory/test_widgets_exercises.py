@@ -72,3 +72,24 @@ def test_checks_pass_the_reference_and_fail_wrong_answers(capsys):
         raise NotImplementedError()
 
     assert _capture(ex.check_quantize_groupwise, todo, capsys).startswith("…")
+
+
+def test_build_exercises_say_not_attempted_for_a_stub_and_match_their_worked_examples(capsys):
+    """Does each new check answer a stub with "not attempted", and do the prompts' examples hold for the references?"""
+    from mlsys_lab.exercises import training_memory_build as build
+
+    def todo(*args):
+        raise NotImplementedError
+
+    for check in (ex.check_loss_scaling, ex.check_checkpoint_plan, ex.check_softmax_cross_entropy):
+        assert _capture(check, todo, capsys).startswith("…")
+    grads = np.full((6, 2), 1e-3)
+    grads[1, 0] = 100.0
+    run = build.reference_loss_scaling(build.Fp16Backward(grads), np.zeros(2, np.float32), 1.0, 6, 1024.0, 2.0, 0.5, 2)
+    assert run["scales"] == [1024, 1024, 512, 512, 1024, 1024] and run["skipped"] == [False, True] + [False] * 4
+    np.testing.assert_allclose(run["weights"], -5e-3, rtol=1e-3)
+    assert build.reference_checkpoint_plan([10] * 6, [2] * 6, [1] * 6, 34) == [0, 3]
+    assert build.least_feasible_budget([10] * 6, [2] * 6, [1] * 6) <= 34
+    losses, grad = build.reference_softmax_cross_entropy(np.array([[2.0, 1.0, 0.0]]), np.array([0]), 0.0, np.ones(1))
+    np.testing.assert_allclose(losses, [np.log(np.e ** 2 + np.e + 1) - 2])
+    np.testing.assert_allclose(grad, [[-0.33475904, 0.24472847, 0.09003057]], rtol=1e-7)

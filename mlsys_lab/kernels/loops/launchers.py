@@ -16,7 +16,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import check_array, check_choice, check_finite, check_int, check_sequence
 
 MATMUL_SOURCE = "loops/matmul.cu"
 STENCIL_SOURCE = "loops/stencil.cu"
@@ -36,6 +36,11 @@ class TunableConfig:
     UNROLL: int = 4
     VEC: int = 4
     PIPE: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("BM", "BN", "BK", "TM", "TN", "UNROLL", "VEC"):
+            check_int(name, getattr(self, name), low=1, high=4096)
+        check_int("PIPE", self.PIPE, low=0, high=1)
 
     @property
     def threads(self) -> int:
@@ -69,12 +74,16 @@ class TunableConfig:
 def tunable_space(BM=(32, 64, 128), BN=(32, 64, 128), BK=(8, 16, 32), TM=(2, 4, 8), TN=(2, 4, 8),
                   UNROLL=(1, 8), VEC=(1, 4), PIPE=(0, 1)) -> list[TunableConfig]:  # noqa: N803
     """Every valid configuration of the product of the given values (invalid ones dropped)."""
+    for name, values in (("BM", BM), ("BN", BN), ("BK", BK), ("TM", TM), ("TN", TN), ("UNROLL", UNROLL),
+                         ("VEC", VEC), ("PIPE", PIPE)):
+        check_sequence(name, values, max_size=64)  # each value is checked by TunableConfig
     configs = (TunableConfig(*values) for values in itertools.product(BM, BN, BK, TM, TN, UNROLL, VEC, PIPE))
     return [c for c in configs if c.problem() is None]
 
 
 def matmul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """A @ B in float64 (the answer every kernel is checked against)."""
+    _shapes(check_array("a", a, ndim=2), check_array("b", b, ndim=2))
     return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
 
 
@@ -129,6 +138,7 @@ def tunable_function(config: TunableConfig):
 
 def jacobi5_reference(u: np.ndarray) -> np.ndarray:
     """One 5-point Jacobi step on the interior; the border is copied from ``u``."""
+    check_array("u", u, ndim=2, finite=True)
     u = np.asarray(u, dtype=np.float64)
     out = u.copy()
     out[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
@@ -149,6 +159,9 @@ def jacobi5(u, columns_inner: bool = True):
 
 def affine_relu_reference(x: np.ndarray, scale: float, shift: float) -> np.ndarray:
     """max(scale * x + shift, 0)."""
+    check_array("x", x, ndim=(1, 2, 3), finite=True)
+    check_finite("scale", scale)
+    check_finite("shift", shift)
     return np.maximum(scale * np.asarray(x, dtype=np.float64) + shift, 0.0)
 
 

@@ -23,7 +23,7 @@ from mlsys_lab import backend
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.launch import PackedLaunch
 from mlsys_lab.kernels.memory_hierarchy import THREADS
-from mlsys_lab.validation import check_choice, check_divisible, check_int, check_number
+from mlsys_lab.validation import check_array, check_choice, check_divisible, check_finite, check_int, check_number
 
 
 def _softmax_defines(x, threads: int, blocks: int, blocks_name: str, streaming: bool, max_vec: int) -> dict:
@@ -96,7 +96,9 @@ def softmax_rows_persistent(x, threads: int = THREADS, blocks_per_sm: int = 4, s
 
 def softmax_reference(x: np.ndarray) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)) along the last axis, in float64, returned as float32."""
-    x64 = np.asarray(x, dtype=np.float64)
+    x64 = np.asarray(check_array("x", x, ndim=(1, 2, 3)), dtype=np.float64)  # -inf (a mask) is allowed
+    if np.isnan(x64).any():
+        raise ValueError("x must hold no NaN (-inf, a masked entry, is allowed)")
     e = np.exp(x64 - x64.max(axis=-1, keepdims=True))
     return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
 
@@ -118,12 +120,20 @@ def silu_affine(x, scale: float = 1.5, bias: float = -0.25):
 def silu_affine_unfused(x, scale: float = 1.5, bias: float = -0.25):
     """The same chain as four array operations (four kernels, four trips through memory); NumPy too."""
     xp = backend.xp
+    if not (getattr(x, "ndim", 0) in (1, 2, 3) and x.size and x.dtype.kind == "f"):  # dtype, shape: no pass
+        check_array("x", x, ndim=(1, 2, 3), kinds="f")
+    for name, value in (("scale", scale), ("bias", bias)):
+        if type(value) is not float or value - value != 0.0:  # a finite float passes without a call
+            check_finite(name, value)
     z = x * np.float32(scale) + np.float32(bias)
     return z / (np.float32(1.0) + xp.exp(-z))
 
 
 def silu_affine_reference(x: np.ndarray, scale: float = 1.5, bias: float = -0.25) -> np.ndarray:
     """NumPy float64 reference of :func:`silu_affine`, returned as float32."""
+    check_array("x", x, ndim=(1, 2, 3), finite=True)
+    check_finite("scale", scale)
+    check_finite("bias", bias)
     z = np.asarray(x, dtype=np.float64) * scale + bias
     return (z / (1.0 + np.exp(-z))).astype(np.float32)
 

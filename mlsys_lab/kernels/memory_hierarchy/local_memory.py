@@ -17,7 +17,7 @@ import numpy as np
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.memory_hierarchy import THREADS
-from mlsys_lab.validation import check_array, check_int
+from mlsys_lab.validation import check_array, check_int, check_str
 
 
 def register_pressure(x, n_live: int = 64, iters: int = 64, max_registers: int | None = None):
@@ -41,7 +41,7 @@ def register_pressure_kernel(n_live: int = 64, max_registers: int | None = None)
 
 def register_pressure_reference(x: np.ndarray, n_live: int = 64, iters: int = 64) -> np.ndarray:
     """NumPy version: r[j] <- (r[j] + r[(j + 1) % n_live]) / 2 swept in order, ``iters`` times; sum(r)."""
-    x = np.asarray(check_array("x", x, ndim=1), dtype=np.float32)
+    x = np.asarray(check_array("x", x, ndim=1, finite=True), dtype=np.float32)
     check_int("n_live", n_live, low=1, high=4096)
     check_int("iters", iters, low=0, high=10**5)
     r = x[:, None] * np.arange(1, n_live + 1, dtype=np.float32)  # (n, n_live)
@@ -63,6 +63,11 @@ class PtxasUsage:
     stack_frame_bytes: int
     shared_bytes: int
 
+    def __post_init__(self) -> None:
+        check_str("kernel", self.kernel)
+        for name in ("registers", "spill_store_bytes", "spill_load_bytes", "stack_frame_bytes", "shared_bytes"):
+            check_int(name, getattr(self, name), low=0)
+
 
 _PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _PTXAS_NUMBERS = {
@@ -76,6 +81,7 @@ _PTXAS_NUMBERS = {
 
 def parse_ptxas(text: str) -> list[PtxasUsage]:
     """Parse ``ptxas -v`` output into one :class:`PtxasUsage` per compiled entry function."""
+    check_str("text", text, nonempty=False)
     blocks = _PTXAS_ENTRY.split(text)[1:]  # [name, body, name, body, ...]
     usages = []
     for name, body in zip(blocks[::2], blocks[1::2], strict=True):

@@ -17,7 +17,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import check_array, check_choice, check_int, check_str, check_type
 
 SOURCE = "memory_hierarchy/sgemm.cu"
 WARPTILE_PARAMS = ("BM", "BN", "BK", "WM", "WN", "WNITER", "TM", "TN", "THREADS", "GROUP")
@@ -31,6 +31,11 @@ class SgemmStep:
     function: str  # kernel name in memory_hierarchy/sgemm.cu
     idea: str
     params: dict[str, int] = field(default_factory=dict)  # template parameters, in declaration order
+
+    def __post_init__(self) -> None:
+        for name in ("name", "function", "idea"):
+            check_str(name, getattr(self, name))
+        check_type("params", self.params, dict)
 
     @property
     def expression(self) -> str:
@@ -108,15 +113,19 @@ WARPTILE_CANDIDATES: tuple[tuple[int, ...], ...] = (
 
 def check_shapes(step: SgemmStep, m: int, n: int, k: int) -> None:
     """ValueError unless (m, n, k) are positive multiples of the step's block tile."""
+    check_type("step", step, SgemmStep)
     for label, size, multiple in (("M", m, step.tile[0]), ("N", n, step.tile[1]), ("K", k, step.tile[2])):
-        check_int(label, size, low=1)
+        check_int(label.lower(), size, low=1)
         if size % multiple:
             raise ValueError(f"{label} must be a multiple of {multiple} for step {step.name!r} "
-                             f"(block tile {step.tile}); got {size}")
+                             f"(block tile {step.tile}); got {size} (argument {label.lower()})")
 
 
 def sgemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """NumPy reference: the float64 product of the float32 inputs, rounded to float32."""
+    check_array("a", a, ndim=2, finite=True)
+    if check_array("b", b, ndim=2, finite=True).shape[0] != a.shape[1]:
+        raise ValueError(f"b must have a.shape[1] = {a.shape[1]} rows; got shape {b.shape}")
     return (np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)).astype(np.float32)
 
 

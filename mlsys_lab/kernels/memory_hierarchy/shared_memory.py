@@ -49,5 +49,8 @@ def shared_stride(stride: int, iters: int = 4096, blocks: int = 132 * 16, thread
 
 def shared_stride_reference(stride: int, iters: int, n_threads: int) -> np.ndarray:
     """What :func:`shared_stride` returns: ``iters * (lane * stride)`` for every thread."""
+    check_int("stride", stride, low=0, high=1024)
+    check_int("iters", iters, low=0, high=2**20)
+    check_int("n_threads", n_threads, low=1, high=2**20)
     lanes = np.arange(n_threads) % 32
     return (iters * ((lanes * stride) & 1023)).astype(np.float32)

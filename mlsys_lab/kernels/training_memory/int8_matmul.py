@@ -12,7 +12,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_array, check_int
 
 SOURCE = "training_memory/int8_matmul.cu"
 MAX_BATCH_ROWS = 16  # the largest MAX_M the kernel is compiled for
@@ -20,6 +20,11 @@ MAX_BATCH_ROWS = 16  # the largest MAX_M the kernel is compiled for
 
 def int8_weight_matmul_reference(x: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """y = x · (scale ⊙ W)ᵀ in float32: x (M, K), codes (N, K) int8, scales (N,) → (M, N)."""
+    k = check_array("x", x, ndim=2, finite=True).shape[1]
+    if (rows := check_array("codes", codes, ndim=2, kinds="iu").shape)[1] != k:
+        raise ValueError(f"codes must be (N, K) with the K = {k} columns of x; got shape {rows}")
+    if (shape := check_array("scales", scales, ndim=1, finite=True).shape) != (rows[0],):
+        raise ValueError(f"scales must hold one scale per row of codes ({rows[0]}); got shape {shape}")
     return (np.asarray(x, np.float32) @ np.asarray(codes, np.float32).T) * np.asarray(scales, np.float32)
 
 

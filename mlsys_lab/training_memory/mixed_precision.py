@@ -1,0 +1,147 @@
+"""Mixed precision (混合精度): fp16 and bf16 from their bit layouts, loss scaling, fp32 master weights.
+
+A binary float with e exponent bits and m mantissa bits (bias 2^(e−1) − 1; the all-ones exponent is inf/NaN):
+
+    largest finite     (2 − 2^−m) · 2^(2^e − 2 − bias)       fp16 (5, 10): 65504      bf16 (8, 7): 3.39·10³⁸
+    smallest normal    2^(1 − bias)                          fp16: 6.1·10⁻⁵           bf16: 1.2·10⁻³⁸
+    smallest subnormal 2^(1 − bias − m)                      fp16: 6.0·10⁻⁸           bf16: 9.2·10⁻⁴¹
+    epsilon            2^−m (the gap after 1)                fp16: 9.8·10⁻⁴           bf16: 7.8·10⁻³
+
+fp16 has precision and too little range: small gradients flush to zero, so mixed-precision training in fp16
+multiplies the loss by a scale S before the backward and divides the gradients by S after it (Micikevicius et al.
+2018, "loss scaling"; dynamic: halve S and skip the step on inf/NaN, double it after N clean steps). bf16 has
+fp32's range and little precision: no loss scaling, but an update smaller than ε/2 of a weight is lost if the
+weight is stored in bf16 (or fp16), hence the fp32 *master* copy the optimizer updates.
+
+NumPy has float16 but no bfloat16: :func:`to_bfloat16` emulates it on float32 arrays by dropping the low 16 bits
+of each float32 (truncation, or round-to-nearest-even as hardware converts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlsys_lab.training_memory.weight_compression import to_bfloat16_bits
+from mlsys_lab.validation import check_array, check_choice, check_finite, check_int, check_type
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """A binary floating-point format by its field widths; every limit computed from the bits."""
+
+    name: str
+    exponent_bits: int
+    mantissa_bits: int  # stored fraction bits (the leading 1 of a normal number is implicit)
+
+    def __post_init__(self) -> None:
+        check_type("name", self.name, str)
+        check_int("exponent_bits", self.exponent_bits, low=2, high=11)
+        check_int("mantissa_bits", self.mantissa_bits, low=1, high=52)
+
+    @property
+    def bias(self) -> int:
+        return 2 ** (self.exponent_bits - 1) - 1
+
+    @property
+    def max(self) -> float:
+        """(2 − 2^−m) · 2^(emax): the all-ones mantissa at the largest exponent that is not inf/NaN."""
+        return (2.0 - 2.0 ** -self.mantissa_bits) * 2.0 ** (2 ** self.exponent_bits - 2 - self.bias)
+
+    @property
+    def smallest_normal(self) -> float:
+        return 2.0 ** (1 - self.bias)
+
+    @property
+    def smallest_subnormal(self) -> float:
+        return 2.0 ** (1 - self.bias - self.mantissa_bits)
+
+    @property
+    def epsilon(self) -> float:
+        """The gap between 1 and the next number: 2^−m."""
+        return 2.0 ** -self.mantissa_bits
+
+    @property
+    def n_bits(self) -> int:
+        return 1 + self.exponent_bits + self.mantissa_bits
+
+
+FP16 = FloatFormat("fp16", 5, 10)
+BF16 = FloatFormat("bf16", 8, 7)
+FP32 = FloatFormat("fp32", 8, 23)
+
+
+def to_bfloat16(x, rounding: str = "truncate") -> np.ndarray:
+    """bfloat16 values of ``x``, as float32: the low 16 bits of each float32 cleared ("truncate", toward zero)
+    or rounded away ("nearest": round-to-nearest-even, :func:`weight_compression.to_bfloat16_bits`)."""
+    check_choice("rounding", rounding, ("truncate", "nearest"))
+    x32 = np.asarray(check_array("x", x, kinds="fiu", min_size=0, finite=True), dtype=np.float32)
+    flat = np.ascontiguousarray(x32.reshape(-1))
+    if rounding == "nearest":
+        out = (to_bfloat16_bits(flat).astype(np.uint32) << 16).view(np.float32)
+    else:
+        out = (flat.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    return out.reshape(x32.shape)
+
+
+def to_float16(x) -> np.ndarray:
+    """``x`` (finite) stored in fp16 (round to nearest): above 65504 becomes inf, below 2⁻²⁵ becomes 0."""
+    array = check_array("x", x, kinds="fiu", min_size=0, finite=True)
+    with np.errstate(over="ignore"):
+        return np.asarray(array, dtype=np.float64).astype(np.float16)
+
+
+def cast(x, dtype: str) -> np.ndarray:
+    """``x`` stored in "fp16", "bf16" (truncated float32) or "fp32", returned as that type (bf16 as float32)."""
+    check_choice("dtype", dtype, ("fp16", "bf16", "fp32"))
+    if dtype == "fp16":
+        return to_float16(x)
+    if dtype == "bf16":
+        return to_bfloat16(x)
+    return np.asarray(check_array("x", x, kinds="fiu", min_size=0, finite=True), dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class ScaledCast:
+    """Gradients multiplied by each loss scale and stored in a 16-bit format: what survives."""
+
+    scales: np.ndarray
+    flushed_fraction: np.ndarray  # of the nonzero gradients, those that became 0
+    overflow_fraction: np.ndarray  # those that became inf
+
+    def __post_init__(self) -> None:
+        n = check_array("scales", self.scales, ndim=1, finite=True).shape[0]
+        for name in ("flushed_fraction", "overflow_fraction"):
+            if check_array(name, getattr(self, name), ndim=1, finite=True).shape[0] != n:
+                raise ValueError(f"scales and {name} must have one entry per scale; got {n} scales and "
+                                 f"{len(getattr(self, name))} fractions")
+
+
+def scaled_cast_fractions(gradients, scales, dtype: str = "fp16") -> ScaledCast:
+    """For each scale S: the fraction of the nonzero entries of ``gradients`` that S·g stored in ``dtype``
+    flushes to zero and the fraction that overflows to inf (Micikevicius et al. 2018, Fig. 3's question)."""
+    g = np.asarray(check_array("gradients", gradients, kinds="f", finite=True), dtype=np.float64).ravel()
+    s = np.asarray(check_array("scales", scales, ndim=1, kinds="fiu", finite=True), dtype=np.float64)
+    if (s <= 0).any():
+        raise ValueError(f"scales must all be > 0; got {s.min():g}")
+    nonzero = g[g != 0]
+    if nonzero.size == 0:
+        raise ValueError("gradients must have at least one nonzero entry")
+    flushed, overflow = [], []
+    for scale in s:
+        stored = np.asarray(cast(scale * nonzero, dtype), dtype=np.float64)
+        flushed.append(float(np.mean(stored == 0)))
+        overflow.append(float(np.mean(np.isinf(stored))))
+    return ScaledCast(s, np.array(flushed), np.array(overflow))
+
+
+def accumulate_updates(weight: float, update: float, n_steps: int, dtype: str) -> float:
+    """The weight after ``n_steps`` of w ← store(w + update) in ``dtype``: small updates vanish in 16-bit weights."""
+    w = check_finite("weight", weight)
+    u = check_finite("update", update)
+    n = check_int("n_steps", n_steps, low=0, high=10**6)
+    value = cast(np.array([w]), dtype)
+    for _ in range(n):
+        value = cast(np.asarray(value, dtype=np.float64) + u, dtype)
+    return float(np.asarray(value, dtype=np.float64)[0])
