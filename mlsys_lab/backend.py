@@ -46,6 +46,12 @@ class Selection:
     device: str  # human-readable device name
     compute_capability: tuple[int, int] | None = None  # (major, minor) of the GPU that answered; None on NumPy
 
+    def __post_init__(self) -> None:
+        for field_name in ("name", "reason", "device"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str) or not value:
+                raise TypeError(f"{field_name} must be a non-empty str; got {value!r:.40}")
+
 
 def _cuda_driver_loads() -> str | None:
     """Return None when libcuda loads, else a short reason."""

@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlsys_lab.backend import module_of, xp
-from mlsys_lab.validation import check_array, check_finite, check_int, check_number, check_positive, check_type
+from mlsys_lab.validation import (
+    check_array,
+    check_finite,
+    check_index_array,
+    check_int,
+    check_number,
+    check_positive,
+    check_type,
+)
 
 Params = dict  # name -> xp array
 GELU_C = math.sqrt(2.0 / math.pi)  # √(2/π), the tanh approximation's constant
@@ -47,6 +55,11 @@ def cross_entropy(logits, labels) -> tuple[float, object]:
 
     The gradient of the mean of −log softmax(z)[y] is (softmax(z) − onehot(y)) / n.
     """
+    check_array("logits", logits, ndim=2, kinds="f")
+    if check_array("labels", labels, kinds="iu").shape != (logits.shape[0],):
+        raise ValueError(f"labels must hold one class per row of logits {logits.shape}; got shape {np.shape(labels)}")
+    if isinstance(labels, np.ndarray):  # a range check of device labels would sync the GPU every step
+        check_index_array("labels", labels, logits.shape[1], of_name="classes")
     n = logits.shape[0]
     probs = softmax(logits)
     mod = module_of(logits)
@@ -186,6 +199,12 @@ def _check_trainable(trainable) -> None:
 
 def n_values(params: Params, names) -> int:
     """How many numbers the named parameters hold."""
+    check_type("params", params, dict)
+    if isinstance(names, str) or not hasattr(names, "__iter__") or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"names must be parameter names (a tuple, or the params dict); got {names!r:.40}")
+    missing = [name for name in names if name not in params]
+    if missing:
+        raise ValueError(f"names must name parameters of params; {missing!r:.60} are not there")
     return sum(int(params[name].size) for name in names)
 
 

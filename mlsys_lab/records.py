@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mlsys_lab.validation import check_type
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
@@ -56,6 +58,7 @@ def load(name: str) -> dict:
 
 def provenance(record: dict) -> str:
     """Where and when a record was measured: ``'NVIDIA H200, 2026-11-29'`` (the keys it has, in that order)."""
+    check_type("record", record, dict)
     where = record.get("device") or record.get("machine") or record.get("source") or "unknown device"
     when = record.get("date") or record.get("recorded") or "undated"
     return f"{where}, {when}"

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# What make would run, without its "Entering directory" lines (printed when the tests run under `make test`).
+MAKE_N = ("make", "--no-print-directory", "-n")
 
 
 def free_port() -> int:

@@ -34,7 +34,7 @@ def entry_body(ptx: str, entry: str) -> str:
     check_str("entry", entry)
     match = re.search(rf"\.entry\s+{re.escape(entry)}\s*\(", ptx)
     if match is None:
-        raise ValueError(f"entry must name a kernel in the PTX; {entry!r} is not there")
+        raise ValueError(f"entry must name a kernel in ptx; {entry!r} is not there")
     following = ptx.find(".entry", match.end())
     return ptx[match.start(): following if following >= 0 else len(ptx)]
 
@@ -70,6 +70,9 @@ def count_ptx_instructions(ptx: str, entry: str | None = None) -> dict[str, int]
 def ptxas_resources(log: str, entry: str | None = None) -> dict[str, int]:
     """Registers, spill bytes and shared memory of kernel ``entry`` in ``ptxas -v`` output (the last kernel
     listed without ``entry``), read by :func:`~mlsys_lab.kernels.memory_hierarchy.local_memory.parse_ptxas`."""
+    check_str("log", log, nonempty=False)
+    if entry is not None:
+        check_str("entry", entry)
     usages = parse_ptxas(log)
     if entry is not None:
         usages = [u for u in usages if u.kernel == entry]

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from mlsys_lab.autotuning.surrogate import check_table, gp_posterior
-from mlsys_lab.validation import check_array, check_choice, check_finite, check_int, check_number
+from mlsys_lab.validation import check_array, check_choice, check_finite, check_int, check_number, check_type
 
 Strategy = Callable[[np.ndarray, np.ndarray, int, int], np.ndarray]
 
@@ -134,6 +134,10 @@ def strategy_curves(strategy: str, space: dict, budget: int, seeds: int = 20) ->
     grid and random walk the raw configurations; the model-guided searches see the standardized raw
     configuration (``raw_std``) or the standardized static instruction counts (``static_std``).
     """
+    check_type("space", space, dict)
+    for key in ("raw", "seconds"):
+        if key not in space:
+            raise ValueError(f"space must be a recorded space (recorded_space()); it has no {key!r}")
     check_choice("strategy", strategy, STRATEGIES)
     budget = check_int("budget", budget, low=1, high=len(space["seconds"]))
     if strategy == "grid":

@@ -26,7 +26,15 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab import records
-from mlsys_lab.validation import check_array, check_finite, check_int, check_number, check_positive
+from mlsys_lab.validation import (
+    check_array,
+    check_finite,
+    check_int,
+    check_number,
+    check_positive,
+    check_sequence,
+    check_type,
+)
 
 
 # --- failure arithmetic ----------------------------------------------------------------------------
@@ -64,6 +72,9 @@ def component_mttf_from_count(n_failures: int, seconds: float, n_components: int
 
 def failure_shares(counts: dict[str, int]) -> dict[str, float]:
     """Fraction of failures per cause, from counts (e.g. Llama 3's Table 5)."""
+    check_type("counts", counts, dict)
+    for count in counts.values():
+        check_int("counts", count, low=0)
     total = sum(counts.values())
     if total <= 0:
         raise ValueError(f"counts must hold at least one failure; got total {total}")
@@ -73,6 +84,10 @@ def failure_shares(counts: dict[str, int]) -> dict[str, float]:
 def failures_by_category(causes: list[dict]) -> dict[str, int]:
     """Failure counts summed per ``category`` over causes ``{"category": ..., "count": ...}``, in first-seen
     order (e.g. Llama 3's Table 5: the GPU, host, network and software rows of each kind added up)."""
+    for cause in check_sequence("causes", causes):
+        check_type("causes", cause, dict)
+        if "category" not in cause or "count" not in cause:
+            raise ValueError(f"causes must hold dicts with 'category' and 'count'; got {cause!r:.60}")
     totals: dict[str, int] = {}
     for cause in causes:
         totals[cause["category"]] = totals.get(cause["category"], 0) + check_int("count", cause["count"], low=0)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mlsys_lab.fault_tolerance.checkpoint_io import ARRAYS, TrainConfig, adam_step, make_data, write_atomic
-from mlsys_lab.validation import check_int, check_type
+from mlsys_lab.validation import check_array, check_index_array, check_int, check_sequence, check_type
 
 CONFIG = TrainConfig()
 CHECKPOINT_EVERY = 5  # steps between checkpoints (and one after the last step)
@@ -41,14 +41,30 @@ def fresh_state(config: TrainConfig = CONFIG) -> dict:
             "v": {k: np.zeros_like(v) for k, v in params.items()}, "step": 0}
 
 
+def _check_state(state) -> None:
+    """A training state as :func:`fresh_state` makes it: TypeError/ValueError naming ``state``."""
+    check_type("state", state, dict)
+    for group in ("params", "m", "v"):
+        if not isinstance(state.get(group), dict) or any(k not in state[group] for k in ARRAYS):
+            raise ValueError(f"state must be what fresh_state returns; its {group!r} is not a dict of {ARRAYS}")
+    check_int("state['step']", state.get("step"), low=0)
+
+
 def train_step(state: dict, x: np.ndarray, y: np.ndarray, batch: np.ndarray, config: TrainConfig = CONFIG) -> float:
     """One Adam step on the rows ``batch`` of (x, y), in place (``state["step"]`` goes up by one)."""
+    _check_state(state)
+    check_type("config", config, TrainConfig)
+    x = check_array("x", x, ndim=2, kinds="f", shape=(None, config.d_in))
+    check_array("y", y, ndim=2, kinds="f", shape=(x.shape[0], 1))
+    check_index_array("batch", batch, x.shape[0], of_name="the rows of x")
+    check_array("batch", batch, ndim=1, kinds="iu")
     return adam_step(state, x[batch], y[batch], config.lr)
 
 
 def to_bytes(state: dict) -> bytes:
     """The state as bytes: an 8-byte length, a JSON header (step, array names and shapes), then every
     array's float64 bytes in the header's order (``params.w1`` ... ``v.b2``)."""
+    _check_state(state)
     names = [(group, k) for group in ("params", "m", "v") for k in ARRAYS]
     header = json.dumps({"step": int(state["step"]),
                          "arrays": [[f"{g}.{k}", list(np.shape(state[g][k]))] for g, k in names]}).encode()
@@ -58,6 +74,10 @@ def to_bytes(state: dict) -> bytes:
 
 def from_bytes(data: bytes) -> dict:
     """Inverse of :func:`to_bytes`. Bytes that are not such a state may raise any error: check them first."""
+    check_type("data", data, (bytes, bytearray))
+    if len(data) < 8 or int.from_bytes(data[:8], "little") > len(data) - 8:
+        raise ValueError(f"data must be what to_bytes returns (an 8-byte length, a header, the arrays); got "
+                         f"{len(data)} bytes")
     n = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + n])
     state, offset = {"params": {}, "m": {}, "v": {}, "step": int(header["step"])}, 8 + n
@@ -71,6 +91,7 @@ def from_bytes(data: bytes) -> dict:
 
 def digest(state: dict) -> str:
     """SHA-256 of :func:`to_bytes`: equal digests, bitwise-equal states."""
+    _check_state(state)
     return hashlib.sha256(to_bytes(state)).hexdigest()
 
 
@@ -100,6 +121,9 @@ def save_checkpoint(folder: str | os.PathLike, state: dict) -> None:
 
 def uninterrupted(batches: list[np.ndarray], config: TrainConfig = CONFIG) -> dict[int, str]:
     """{step: :func:`digest`} after every step of the run never killed, in memory: the reference."""
+    check_type("config", config, TrainConfig)
+    for batch in check_sequence("batches", batches):
+        check_array("batches", batch, ndim=1, kinds="iu")
     x, y = make_data(config)
     state, digests = fresh_state(config), {}
     for batch in batches:

@@ -202,8 +202,8 @@ def simulate_elastic(policy: str, n_replicas: int, n_spares: int, replica_mttf_s
     from mlsys_lab.validation import check_choice
 
     check_choice("policy", policy, ("restart", "elastic"))
-    n = check_int("n_replicas", n_replicas, low=2)
-    spares = check_int("n_spares", n_spares, low=0)
+    n = check_int("n_replicas", n_replicas, low=2, high=1 << 20)
+    spares = check_int("n_spares", n_spares, low=0, high=1 << 20)
     dt = check_positive("dt_seconds", dt_seconds)
     p_fail = -np.expm1(-dt / check_positive("replica_mttf_seconds", replica_mttf_seconds))
     steps_of = {name: max(int(round(check_finite(name, value, low=0.0) / dt)), 0) for name, value in
@@ -213,6 +213,13 @@ def simulate_elastic(policy: str, n_replicas: int, n_spares: int, replica_mttf_s
                                                            "restart_seconds", "reform_seconds"))
     tau = check_positive("interval", interval)
     n_steps = int(check_positive("horizon_seconds", horizon_seconds) / dt)
+    if n_steps > 10**7:
+        raise ValueError(f"horizon_seconds must be at most 1e7 time steps of {dt:g} s; got {horizon_seconds:g} s")
+    if n_steps < 1:
+        raise ValueError(f"horizon_seconds must be at least one time step (dt_seconds={dt:g}); got {horizon_seconds}")
+    for name, steps in steps_of.items():  # the simulation keeps arrays of these many steps
+        if steps > 10**7:
+            raise ValueError(f"{name} must be at most 1e7 time steps of {dt:g} s; got {steps} steps")
     trials = check_int("n_trials", n_trials, low=1, high=10**6)
     rng = np.random.default_rng(check_int("seed", seed, low=0))
 

@@ -34,8 +34,10 @@ def pack_arguments(n_arrays: int, scalars: tuple) -> np.ndarray:
     >>> pack_arguments(1, (np.int32(7), np.float32(1.0))).tolist()
     [0, 7, 1065353216]
     """
-    if not isinstance(n_arrays, int) or n_arrays < 0:
-        raise ValueError(f"n_arrays must be an int >= 0, got {n_arrays!r}")
+    if not isinstance(n_arrays, int) or not 0 <= n_arrays <= 4096:
+        raise ValueError(f"n_arrays must be an int in [0, 4096]; got {n_arrays!r:.40}")
+    if not isinstance(scalars, (tuple, list)):
+        raise TypeError(f"scalars must be a tuple of NumPy scalars (np.int32(7), ...); got {scalars!r:.40}")
     slots = np.zeros(n_arrays + len(scalars), dtype=np.uint64)
     raw = slots.view(np.uint8)
     for index, value in enumerate(scalars):

@@ -44,6 +44,8 @@ def is_legal(vectors: Sequence[Sequence[int]]) -> bool:
 
 def permute(vectors: Sequence[Sequence[int]], order: Sequence[int]) -> np.ndarray:
     """Distance vectors after loop interchange to ``order`` (``order[0]`` becomes outermost)."""
+    for i in check_sequence("order", order):
+        check_int("order", i)
     array = _as_vectors(vectors)
     if sorted(order) != list(range(array.shape[1])):
         raise ValueError(f"order must be a permutation of 0..{array.shape[1] - 1}; got {tuple(order)}")
@@ -68,6 +70,7 @@ def apply_transformation(vectors: Sequence[Sequence[int]], matrix: Sequence[Sequ
     times loop i the identity plus f at (j, i); a sequence of them is the product of their matrices.
     Shapes: vectors (n_deps, depth), matrix (depth, depth); returns (n_deps, depth).
     """
+    check_array("matrix", matrix, ndim=2, kinds="iu")
     array = _as_vectors(vectors)
     t = np.asarray(matrix, dtype=np.int64)
     if t.shape != (array.shape[1], array.shape[1]):

@@ -10,7 +10,7 @@ import re
 
 from numba import njit, prange
 
-from mlsys_lab.validation import check_str
+from mlsys_lab.validation import check_choice, check_int, check_str, check_type
 
 
 @njit(cache=True)
@@ -128,6 +128,13 @@ def affine_relu_fused(x, scale, shift, tmp, out):
 PACKED_DOUBLE = r"\bv(add|fmadd\w*|mul|div|max)pd\s[^\n]*%([xyz]mm)\d+"
 
 
+def _check_dispatcher(dispatcher) -> None:
+    """A numba function (a dispatcher with compiled signatures): TypeError naming ``dispatcher``."""
+    if not hasattr(dispatcher, "signatures") or not hasattr(dispatcher, "py_func"):
+        raise TypeError(f"dispatcher must be a numba function (@numba.njit); got {type(dispatcher).__name__} "
+                        f"{dispatcher!r:.40}")
+
+
 def _assembly(dispatcher) -> str:
     """The assembly of every compiled signature of a numba function, compiled afresh without cache.
 
@@ -158,6 +165,10 @@ DOUBLES_PER_REGISTER = {"xmm": 2, "ymm": 4, "zmm": 8}
 
 def vector_width(counts: dict[str, int]) -> str | None:
     """The widest register that a count of :func:`count_vector_instructions` uses; None if it has none."""
+    check_type("counts", counts, dict)
+    for width, count in counts.items():
+        check_choice("counts", width, tuple(DOUBLES_PER_REGISTER))
+        check_int("counts", count, low=0)
     used = [width for width, count in counts.items() if count]
     return max(used, key=DOUBLES_PER_REGISTER.__getitem__) if used else None
 
@@ -168,6 +179,9 @@ def vector_instructions(dispatcher, pattern: str = PACKED_DOUBLE) -> dict[str, i
     xmm = 128-bit (2 doubles), ymm = 256-bit (4, AVX2), zmm = 512-bit (8, AVX-512). Call the function
     once first so that its argument types are known.
     """
+    _check_dispatcher(dispatcher)
+    if re.compile(check_str("pattern", pattern)).groups < 2:
+        raise ValueError(f"pattern must have two groups (the operation and the register width); got {pattern!r}")
     return count_vector_instructions(_assembly(dispatcher), pattern)
 
 
@@ -206,4 +220,6 @@ def hottest_vector_loop(asm: str, pattern: str = PACKED_DOUBLE) -> list[str]:
 
 def vector_loop(dispatcher, pattern: str = PACKED_DOUBLE) -> list[str]:
     """The hottest packed-double loop of a numba function's assembly (see :func:`hottest_vector_loop`)."""
+    _check_dispatcher(dispatcher)
+    check_str("pattern", pattern)
     return hottest_vector_loop(_assembly(dispatcher), pattern)

@@ -220,6 +220,10 @@ class StepEvidence:
 def ladder_evidence(record: dict, limits: SmLimits = SM90) -> list[StepEvidence]:
     """Occupancy and the worst-conflicted shared request of every step, from the recorded registers
     (``record["steps"]``: the ``sgemm`` part of ``memory_h200.json``)."""
+    check_type("record", record, dict)
+    if "steps" not in record:
+        raise ValueError("record must be the sgemm part of memory_h200.json (with 'steps')")
+    check_type("limits", limits, SmLimits)
     rows = []
     for row in record["steps"]:
         step = STEPS[row["step"]]

@@ -60,7 +60,7 @@ def sectors_per_request(
     models another granularity (DRAM bursts of 64 bytes, for instance).
     """
     check_int("access_bytes", access_bytes, low=1, high=16)
-    check_int("sector_bytes", sector_bytes, low=1)
+    check_int("sector_bytes", sector_bytes, low=1, high=1 << 20)
     addresses = _warps(byte_addresses, "byte_addresses")
     first = addresses // sector_bytes
     last = (addresses + access_bytes - 1) // sector_bytes

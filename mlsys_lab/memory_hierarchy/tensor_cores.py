@@ -21,7 +21,7 @@ import numpy as np
 
 from mlsys_lab.kernels.memory_hierarchy import bf16_gemm, flash_attention
 from mlsys_lab.memory_hierarchy.simt import bank_conflict_degree
-from mlsys_lab.validation import check_bool, check_choice, check_finite, check_int, check_type
+from mlsys_lab.validation import check_array, check_bool, check_choice, check_finite, check_int, check_type
 
 GEMM_STEPS = ("wmma", "mma_ldmatrix", "pipeline", "wgmma")
 ATTENTION_VARIANTS = ("d64_full", "d64_causal", "d128_full", "d128_causal")
@@ -51,6 +51,8 @@ class KernelRow:
 
 def passes_of_phases(words: np.ndarray) -> int:
     """The worst bank-conflict degree over phases of 32 four-byte word indices (shape (phases, 32))."""
+    if check_array("words", words, ndim=(1, 2), kinds="iu").shape[-1] != 32:
+        raise ValueError(f"words must be (phases, 32) word indices; got shape {np.shape(words)}")
     return int(np.max(bank_conflict_degree(words)))
 
 
@@ -93,6 +95,9 @@ def attention_rows(record: dict, seq: str = "4096") -> list[KernelRow]:
 
 def attention_fraction_by_length(record: dict, variant: str) -> dict[int, float]:
     """Fraction of SDPA's flash kernel per sequence length, for one variant ("d128_causal", ...)."""
+    check_type("record", record, dict)
+    if "attention_timing" not in record:
+        raise ValueError("record must be the tensor-core record (records.load('tensor_cores_h200'))")
     check_choice("variant", variant, ATTENTION_VARIANTS)
     return {int(seq): r["fraction_of_sdpa"] for seq, r in record["attention_timing"][variant].items()}
 
@@ -150,6 +155,9 @@ class RooflineDot:
 
 def roofline_dots(record: dict, gemm_size: str = "8192", seq: str = "4096") -> list[RooflineDot]:
     """The ladder at ``gemm_size``³ with cuBLAS BF16, and attention (head dimension 128) at ``seq`` with SDPA."""
+    check_type("record", record, dict)
+    check_choice("gemm_size", gemm_size, tuple(record.get("gemm_timing", ())))
+    check_choice("seq", seq, tuple(record.get("attention_timing", {}).get("d128_full", ())))
     n = int(gemm_size)
     dots = [RooflineDot(f"{r.name}", gemm_intensity(n), r.flop_per_s, False) for r in gemm_ladder(record, gemm_size)]
     dots.append(RooflineDot("cuBLAS BF16", gemm_intensity(n),

@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from mlsys_lab.memory_hierarchy.simt import WARP_SIZE, bank_conflict_degree, sectors_per_request
-from mlsys_lab.validation import check_int, check_type
+from mlsys_lab.validation import check_array, check_int, check_sequence, check_type
 
 ELEMENT_BYTES = 4  # float32
 
@@ -160,12 +160,23 @@ class Counts:
                                       "requests": len(array._loads) + len(array._stores)}
 
 
+def _check_kernel(kernel) -> None:
+    if not callable(kernel):
+        raise TypeError(f"kernel must be a callable (a block function); got {type(kernel).__name__} {kernel!r:.40}")
+
+
 def launch(kernel: Callable, grid: tuple[int, ...], arrays: list[GlobalArray], shared_words: int,
            *scalars: Any, max_requests: int = 0) -> Counts:
     """Run ``kernel(block..., *arrays, shared, *scalars)`` for every block of ``grid`` (1-D ``(nx,)``: the
     block is ``bx``; 2-D ``(nx, ny)``: ``bx, by``), each block with a fresh :class:`SharedArray` of
     ``shared_words``, and return the :class:`Counts` of the whole launch. ``max_requests`` > 0 stops a
     block that issues more requests than that (a loop over threads instead of warps) with a RuntimeError."""
+    _check_kernel(kernel)
+    check_sequence("grid", grid)
+    for array in check_sequence("arrays", arrays):
+        check_type("arrays", array, GlobalArray)
+    check_int("shared_words", shared_words, low=1, high=12288)
+    check_int("max_requests", max_requests, low=0)
     if len(grid) not in (1, 2):
         raise ValueError(f"grid must be (nx,) or (nx, ny); got {grid!r}")
     for axis, size in zip("xy", grid, strict=False):
@@ -192,6 +203,18 @@ def transpose_naive_block(bx: int, by: int, A, B, tile, n_rows: int, n_cols: int
     Lane = column of A: the reads ``A[row, bx*32 + lane]`` are coalesced (4 sectors), the writes
     ``B[bx*32 + lane, row]`` are ``n_rows`` floats apart (32 sectors each). ``tile`` is not used.
     """
+    check_type("A", A, GlobalArray)
+    check_type("B", B, GlobalArray)
+    check_int("bx", bx, low=0, high=4095)  # launch's grid limit
+    check_int("by", by, low=0, high=4095)
+    check_int("n_rows", n_rows, low=1, high=4096 * WARP_SIZE)
+    check_int("n_cols", n_cols, low=1, high=4096 * WARP_SIZE)
+    for name, array in (("A", A), ("B", B)):
+        if array._values.size != n_rows * n_cols:
+            raise ValueError(f"{name} must hold n_rows x n_cols = {n_rows} x {n_cols} floats; got {array._values.size}")
+    if (bx + 1) * WARP_SIZE > n_cols or (by + 1) * WARP_SIZE > n_rows:
+        raise ValueError(f"bx, by must name a 32 x 32 tile inside n_rows x n_cols = {n_rows} x {n_cols}; "
+                         f"got ({bx}, {by})")
     lane = np.arange(WARP_SIZE)
     for r in range(WARP_SIZE):
         row = by * WARP_SIZE + r
@@ -203,6 +226,10 @@ def run_transpose(kernel: Callable, a: np.ndarray, shared_words: int = 32 * 33,
                   max_requests: int = 0) -> tuple[np.ndarray, Counts]:
     """Launch a transpose kernel over ``a`` (n_rows x n_cols, multiples of 32) with one block per 32 x 32
     tile; return ``(B as an n_cols x n_rows array, counts)``."""
+    _check_kernel(kernel)
+    check_array("a", a)
+    check_int("shared_words", shared_words, low=1, high=12288)
+    check_int("max_requests", max_requests, low=0)
     a = np.asarray(a, dtype=np.float32)
     if a.ndim != 2 or a.shape[0] % WARP_SIZE or a.shape[1] % WARP_SIZE or a.size == 0:
         raise ValueError(f"a must be a 2-D array whose sides are multiples of 32; got shape {a.shape}")
@@ -217,6 +244,9 @@ def run_reduce(kernel: Callable, x: np.ndarray, block_elements: int = 256,
                max_requests: int = 0) -> tuple[np.ndarray, Counts]:
     """Launch a block-sum kernel over ``x`` (a multiple of ``block_elements`` floats), one block per
     ``block_elements`` and as many shared words; return ``(out, counts)``, ``out[b]`` the sum of block b."""
+    _check_kernel(kernel)
+    check_array("x", x)
+    check_int("max_requests", max_requests, low=0)
     x = np.asarray(x, dtype=np.float32).ravel()
     check_int("block_elements", block_elements, low=32, high=1024)
     if x.size == 0 or x.size % block_elements:

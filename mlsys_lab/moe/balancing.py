@@ -34,7 +34,7 @@ def biased_top_k(scores, bias, k: int) -> tuple[np.ndarray, np.ndarray]:
     s = _scores("scores", scores)
     b = np.asarray(check_array("bias", bias, finite=True, min_size=0), dtype=float)
     if b.shape != (s.shape[1],):
-        raise ValueError(f"bias must have shape ({s.shape[1]},), one per expert; got {b.shape}")
+        raise ValueError(f"bias must have shape ({s.shape[1]},), one per column of scores {s.shape}; got {b.shape}")
     check_int("k", k, low=1, high=s.shape[1])
     indices = np.argsort(-(s + b), axis=1, kind="stable")[:, :k]
     gates = np.take_along_axis(s, indices, axis=1)

@@ -76,6 +76,13 @@ def switch_gating(logits, k: int = 1):
 
 def noisy_logits(x, w_gate, w_noise, rng: np.random.Generator):
     """H(x) = x W_g + ε · softplus(x W_noise), ε ~ N(0, 1) per token and expert (Shazeer et al. eq. 4)."""
+    check_type("rng", rng, np.random.Generator)
+    x = check_array("x", x, ndim=2, kinds="f")
+    for name, w in (("w_gate", w_gate), ("w_noise", w_noise)):
+        if check_array(name, w, ndim=2, kinds="f").shape[0] != x.shape[1]:
+            raise ValueError(f"{name} must have one row per feature of x ({x.shape[1]}); got shape {w.shape}")
+    if w_noise.shape != w_gate.shape:
+        raise ValueError(f"w_noise must have the shape of w_gate {w_gate.shape}; got {w_noise.shape}")
     clean, raw_noise = x @ w_gate, x @ w_noise
     eps = xp.asarray(rng.standard_normal(clean.shape).astype(np.float32))
     return clean + eps * xp.logaddexp(0, raw_noise)  # softplus(z) = log(1 + e^z)

@@ -74,8 +74,19 @@ def init_moe_classifier(config: MoEClassifierConfig = DEFAULT_CLASSIFIER, seed: 
             "w2": init_normal(rng, (n, h, c), 1 / math.sqrt(h)), "b2": xp.zeros((n, c), xp.float32)}
 
 
+def _check_classifier(params) -> None:
+    """The MoE classifier's parameters (init_moe_classifier): TypeError/ValueError naming ``params``."""
+    check_type("params", params, dict)
+    missing = [key for key in ("w_gate", "w1", "b1", "w2", "b2") if key not in params]
+    if missing:
+        raise ValueError(f"params must be what init_moe_classifier returns; {missing} missing")
+
+
 def moe_classifier_forward(params: Params, x, top_k: int = 1):
     """(out (T, c), cache). Switch-style gates; each expert runs only on the tokens routed to it."""
+    _check_classifier(params)
+    check_array("x", x, ndim=2, kinds="f", shape=(None, params["w_gate"].shape[0]))
+    check_int("top_k", top_k, low=1, high=params["w1"].shape[0])
     probs, idx, gate = switch_gating(x @ params["w_gate"], top_k)        # (T, n), (T, k), (T, k)
     out = xp.zeros((x.shape[0], params["w2"].shape[-1]), x.dtype)
     per_expert = []
@@ -90,6 +101,13 @@ def moe_classifier_forward(params: Params, x, top_k: int = 1):
 
 def moe_classifier_backward(params: Params, cache: dict, dout, aux_weight: float) -> Params:
     """Gradients of CE + aux_weight · N Σ fᵢ Pᵢ with respect to every parameter."""
+    _check_classifier(params)
+    check_type("cache", cache, dict)
+    for key in ("x", "probs", "gate", "per_expert"):
+        if key not in cache:
+            raise ValueError(f"cache must be the dict moe_classifier_forward returned (no {key!r})")
+    check_array("dout", dout, ndim=2, kinds="f", shape=(cache["x"].shape[0], params["w2"].shape[-1]))
+    check_finite("aux_weight", aux_weight, low=0.0)
     x, probs, gate = cache["x"], cache["probs"], cache["gate"]
     g = {name: xp.zeros_like(value) for name, value in params.items()}
     dgate = xp.zeros_like(gate)

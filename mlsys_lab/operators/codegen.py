@@ -24,6 +24,7 @@ import numpy as np
 from mlsys_lab import backend
 from mlsys_lab.backend import xp
 from mlsys_lab.operators.ir import Node
+from mlsys_lab.validation import check_choice, check_int, check_sequence, check_str, check_type
 
 # Scalar expression templates per op, for the CPU (numba, Python syntax) and GPU (CUDA C, type T) targets.
 CPU_TEMPLATES = {
@@ -72,6 +73,16 @@ class FusedKernel:
     shape: tuple[int, ...]
     run: Callable[..., Any]
 
+    def __post_init__(self) -> None:
+        check_str("source", self.source)
+        for name in ("inputs", "outputs"):
+            for item in check_type(name, getattr(self, name), tuple):
+                check_str(name, item)
+        for size in check_type("shape", self.shape, tuple):
+            check_int("shape", size, low=0)
+        if not callable(self.run):
+            raise TypeError(f"run must be a callable (the compiled kernel); got {self.run!r:.40}")
+
     def __call__(self, *arrays: Any) -> Any:
         return self.run(*arrays)
 
@@ -113,6 +124,20 @@ def elementwise_kernel(
     inlined into the code, ``outputs`` the nodes written back. ``target``: "cpu" (numba) or "gpu" (CuPy),
     default: the backend's.
     """
+    for node in check_sequence("nodes", nodes, min_size=1):
+        check_type("nodes", node, Node)
+    check_type("consts", consts, dict)
+    for name, value in (("inputs", inputs), ("outputs", outputs)):
+        for item in check_sequence(name, value, min_size=1 if name == "outputs" else 0):
+            check_str(name, item)
+    shapes = check_sequence("input_shapes", input_shapes)
+    if len(shapes) != len(inputs):
+        raise ValueError(f"input_shapes must hold one shape per entry of inputs ({len(inputs)}); got {len(shapes)}")
+    for s in (*shapes, check_sequence("shape", shape)):
+        for size in check_sequence("shape", s):
+            check_int("shape", size, low=0)
+    check_choice("dtype", dtype, ("float32", "float64"))
+    check_choice("target", target, (None, "cpu", "gpu"))
     target = target or ("gpu" if backend.on_gpu else "cpu")
     if target == "gpu":
         return _gpu_kernel(nodes, consts, inputs, outputs, shape, input_shapes)

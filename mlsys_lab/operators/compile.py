@@ -142,4 +142,9 @@ def compile_function(
     fn: Callable[..., Any], passes: Sequence[Callable[[Graph], Graph]] = graph_passes.PIPELINE
 ) -> CompiledFunction:
     """Compile ``fn`` lazily: trace + passes + plan on the first call of each input signature."""
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable (the function to compile); got {type(fn).__name__} {fn!r:.40}")
+    for p in check_sequence("passes", passes):
+        if not callable(p):
+            raise TypeError(f"passes must hold callables Graph -> Graph; got {p!r:.40}")
     return CompiledFunction(fn, passes)

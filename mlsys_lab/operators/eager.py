@@ -13,7 +13,7 @@ from typing import Any, Callable
 from mlsys_lab.backend import xp
 from mlsys_lab.nn import softmax
 from mlsys_lab.operators.ir import Graph
-from mlsys_lab.validation import check_int
+from mlsys_lab.validation import check_int, check_type
 
 
 def _causal_mask(x):
@@ -78,8 +78,14 @@ class RunStats:
 
 def check_inputs(graph: Graph, arrays: tuple) -> None:
     """Every array must match the shape its input node was traced with (a shape guard)."""
+    check_type("graph", graph, Graph)
+    if not isinstance(arrays, (tuple, list)):
+        raise TypeError(f"arrays must be a tuple of input arrays; got {type(arrays).__name__}")
+    for array in arrays:
+        if not hasattr(array, "shape"):
+            raise TypeError(f"arrays must hold arrays; got {type(array).__name__} {array!r:.40}")
     if len(arrays) != len(graph.inputs):
-        raise ValueError(f"the graph takes {len(graph.inputs)} inputs; got {len(arrays)}")
+        raise ValueError(f"the graph takes {len(graph.inputs)} inputs; got {len(arrays)} arrays")
     for name, array in zip(graph.inputs, arrays, strict=True):
         node = graph.node(name)
         if tuple(array.shape) != node.shape:
@@ -95,6 +101,9 @@ def run_eager(graph: Graph, *arrays: Any, stats: list | None = None) -> Any:
     Returns the output (a tuple when the graph has several). Pass ``stats=[]`` to receive a
     :class:`RunStats` appended to it.
     """
+    check_type("graph", graph, Graph)
+    if stats is not None:
+        check_type("stats", stats, list)
     check_inputs(graph, arrays)
     last_use: dict[str, int] = {}
     for index, node in enumerate(graph.nodes):

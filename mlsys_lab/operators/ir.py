@@ -230,6 +230,8 @@ class Proxy:
 
 
 def matmul_proxy(a: Proxy, b: Proxy) -> Proxy:
+    check_type("a", a, Proxy)
+    check_type("b", b, Proxy)
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul needs [..., m, k] · [..., k, n]; got {a.shape} and {b.shape}")
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -239,6 +241,7 @@ def matmul_proxy(a: Proxy, b: Proxy) -> Proxy:
 
 
 def transpose_proxy(x: Proxy) -> Proxy:
+    check_type("x", x, Proxy)
     if x.ndim < 2:
         raise ValueError(f"transpose swaps the last two axes and needs ndim >= 2; got shape {x.shape}")
     return x.tracer.add("transpose", (x.node.name,), (*x.shape[:-2], x.shape[-1], x.shape[-2]), x.node.dtype)
@@ -251,6 +254,8 @@ def trace(fn: Callable[..., Any], *shapes: tuple[int, ...], dtype: str = "float3
     flow runs at trace time (a loop is unrolled, an ``if`` on a shape is decided), as in ``torch.fx``; a branch
     on a tensor's *value* cannot be traced (TorchDynamo would break the graph there).
     """
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable (the function to trace); got {type(fn).__name__} {fn!r:.40}")
     n_params = len(inspect.signature(fn).parameters)
     if len(shapes) != n_params:
         raise ValueError(

@@ -18,7 +18,7 @@ import numpy as np
 
 from mlsys_lab.operators.eager import IMPLEMENTATIONS
 from mlsys_lab.operators.ir import Graph, Node
-from mlsys_lab.validation import check_type
+from mlsys_lab.validation import check_sequence, check_str, check_type
 
 NO_KERNEL = ("input", "const", "reshape")
 
@@ -63,8 +63,22 @@ def _evaluate(node: dict, values: dict[str, Any], where: str) -> Any:
     return IMPLEMENTATIONS[op](args, node.get("attrs", {}))
 
 
+def _check_plain(nodes, outputs=...) -> None:
+    """Plain nodes: a list of dicts; outputs (when given): a list of node names. Named when wrong."""
+    for node in check_sequence("nodes", nodes):
+        check_type("nodes", node, dict)
+    if outputs is not ...:
+        for name in check_sequence("outputs", outputs):
+            check_str("outputs", name)
+
+
 def run_plain(nodes: list[dict], outputs: list[str], arrays: dict[str, Any]) -> tuple:
     """Run a plain graph on ``arrays`` ({input name: array}); returns the outputs, in order, as a tuple."""
+    _check_plain(nodes, outputs)
+    check_type("arrays", arrays, dict)
+    for node in nodes:
+        if node.get("op") == "input" and node.get("name") not in arrays:
+            raise ValueError(f"arrays must hold every input of the graph; {node.get('name')!r} missing")
     values: dict[str, Any] = {}
     for k, node in enumerate(nodes):
         name = _field(node, "name", f"node {k}")
@@ -74,13 +88,14 @@ def run_plain(nodes: list[dict], outputs: list[str], arrays: dict[str, Any]) -> 
         values[name] = _evaluate(node, values, f"node {k}")
     missing = [o for o in outputs if o not in values]
     if missing:
-        raise ValueError(f"output {missing[0]} is not computed by any top-level node")
+        raise ValueError(f"output {missing[0]} is not computed by any top-level node (of nodes; outputs names it)")
     return tuple(values[o] for o in outputs)
 
 
 def kernels_and_bytes(nodes: list[dict]) -> tuple[int, int]:
     """(kernels, bytes) of an eager run, one kernel per top-level node: each kernel reads its distinct
     non-constant inputs once and writes its output once (float32, 4 bytes per element)."""
+    _check_plain(nodes)
     shape_of = {n["name"]: tuple(n["shape"]) for n in nodes}
     const = {n["name"] for n in nodes if n["op"] == "const"}
     kernels = n_bytes = 0
@@ -96,6 +111,7 @@ def kernels_and_bytes(nodes: list[dict]) -> tuple[int, int]:
 
 def from_plain(nodes: list[dict], outputs: list[str]) -> Graph:
     """The :class:`Graph` of plain nodes without fused bodies (the inverse of :func:`to_plain`)."""
+    _check_plain(nodes, outputs)
     graph_nodes = []
     for n in nodes:
         attrs = {"value": n["value"]} if n["op"] == "const" else {}

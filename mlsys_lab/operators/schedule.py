@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlsys_lab.validation import check_finite, check_int, check_number, check_positive, check_sequence
+from mlsys_lab.validation import check_array, check_finite, check_int, check_number, check_positive, check_sequence
 
 
 @dataclass(frozen=True)
@@ -50,12 +50,24 @@ def pipeline_times(stage_seconds: list[float] | tuple[float, ...], n_items: int)
 # A task graph: ``durations[i]`` for task i, ``deps`` as (before, after) pairs.
 
 
+def _check_durations(name: str, values) -> None:
+    """Task durations (or estimates): a list of finite seconds >= 0, ValueError/TypeError naming ``name``."""
+    check_sequence(name, values)
+    array = check_array(name, values, ndim=1, min_size=0, finite=True)
+    if array.size and float(array.min()) < 0:
+        raise ValueError(f"{name} must be seconds >= 0; got {float(array.min())}")
+
+
 def _dependents(n_tasks: int, deps: list[tuple[int, int]]) -> tuple[list[list[int]], list[int]]:
+    for pair in check_sequence("deps", deps):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(isinstance(i, int) for i in pair):
+            raise TypeError(f"deps must be (before, task) pairs of task indices; got {pair!r:.40}")
     after: list[list[int]] = [[] for _ in range(n_tasks)]
     waiting = [0] * n_tasks
     for before, task in deps:
         if not (0 <= before < n_tasks and 0 <= task < n_tasks) or before == task:
-            raise ValueError(f"deps must be pairs of distinct task indices in [0, {n_tasks}); got {(before, task)}")
+            raise ValueError(f"deps must be pairs of distinct task indices in [0, {n_tasks}) (tasks of durations "
+                             f"or estimates); got {(before, task)}")
         after[before].append(task)
         waiting[task] += 1
     return after, waiting
@@ -68,7 +80,8 @@ def list_schedule(durations: list[float], deps: list[tuple[int, int]], n_workers
     lowest index starts on the free worker of the lowest index; tasks that finish at the same time all
     finish before the next assignment. Returns ``(task, worker, start, end)`` per task, in task order.
     """
-    n_workers = check_int("n_workers", n_workers, low=1)
+    _check_durations("durations", durations)
+    n_workers = check_int("n_workers", n_workers, low=1, high=4096)
     n = len(durations)
     after, waiting = _dependents(n, deps)
     ready = sorted(i for i in range(n) if waiting[i] == 0)
@@ -95,7 +108,8 @@ def list_schedule(durations: list[float], deps: list[tuple[int, int]], n_workers
 def static_plan(estimates: list[float], deps: list[tuple[int, int]], n_workers: int) -> list[list[int]]:
     """Static scheduling: decide ahead, from *estimated* durations, which worker runs which tasks in which
     order (the list schedule of the estimates). Returns one task list per worker."""
-    plan: list[list[int]] = [[] for _ in range(check_int("n_workers", n_workers, low=1))]
+    _check_durations("estimates", estimates)
+    plan: list[list[int]] = [[] for _ in range(check_int("n_workers", n_workers, low=1, high=4096))]
     for task, worker, _start, _end in sorted(list_schedule(estimates, deps, n_workers), key=lambda r: (r[2], r[0])):
         plan[worker].append(task)
     return plan
@@ -104,6 +118,12 @@ def static_plan(estimates: list[float], deps: list[tuple[int, int]], n_workers: 
 def run_static(durations: list[float], deps: list[tuple[int, int]], plan: list[list[int]]) -> list[tuple]:
     """Simulate a static plan with the *actual* durations: each worker runs its list in order; a task starts
     when its worker is free and its deps are done. Returns ``(task, worker, start, end)`` per task."""
+    _check_durations("durations", durations)
+    for tasks in check_sequence("plan", plan, min_size=1):
+        check_sequence("plan", tasks)
+    if sorted(t for tasks in plan for t in tasks) != list(range(len(durations))):
+        raise ValueError(f"plan must list every task 0..{len(durations) - 1} (one per entry of durations) exactly "
+                         f"once; got {plan!r:.60}")
     n = len(durations)
     _dependents(n, deps)
     needs: list[list[int]] = [[] for _ in range(n)]
@@ -129,4 +149,8 @@ def run_static(durations: list[float], deps: list[tuple[int, int]], plan: list[l
 
 def makespan(rows: list[tuple]) -> float:
     """The end of the last task of a schedule of (task, worker, start, end) rows."""
+    for row in check_sequence("rows", rows):
+        if not isinstance(row, (tuple, list)) or len(row) != 4:
+            raise TypeError(f"rows must be (task, worker, start, end) tuples; got {row!r:.40}")
+        check_finite("rows", row[3])
     return max((r[3] for r in rows), default=0.0)

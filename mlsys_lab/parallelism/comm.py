@@ -81,7 +81,7 @@ def _tensor(array):
 
 def _check_splits(shape: tuple, n_parts: int, axis: int) -> None:
     if shape[axis] % n_parts:
-        raise ValueError(f"n_parts must divide array.shape[{axis}]={shape[axis]}; got {n_parts} (parts along axis {axis})")
+        raise ValueError(f"n_parts must divide array.shape[{axis}]={shape[axis]}; got {n_parts} (along axis {axis})")
 
 
 def partition(array, n_parts: int, axis: int = 0) -> list:

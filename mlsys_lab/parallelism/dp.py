@@ -17,7 +17,7 @@ from mlsys_lab.collectives.overlap import bucketed_timeline
 from mlsys_lab.parallelism import comm
 from mlsys_lab.parallelism.model import _check_blocks, loss_and_grads
 from mlsys_lab.parallelism.timeline import Event
-from mlsys_lab.validation import check_array, check_bool, check_int, check_number, check_positive
+from mlsys_lab.validation import check_array, check_bool, check_finite, check_int, check_number, check_positive
 
 
 def data_parallel_grads(x, target, blocks: list[dict], head_dim: int, n_ranks: int,
@@ -61,7 +61,7 @@ def ddp_timeline(layer_backward_seconds, layer_grad_bytes, bucket_bytes: float, 
     """
     check_array("layer_backward_seconds", layer_backward_seconds, ndim=1, finite=True)
     check_array("layer_grad_bytes", layer_grad_bytes, ndim=1, finite=True)
-    check_positive("latency_s", latency_s)
+    check_finite("latency_s", latency_s, low=0.0)
     check_bool("overlap", overlap)
     bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     latency_s = check_number("latency_s", latency_s, low=0.0)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from mlsys_lab.training_memory.accounting import TRANSFORMER_SHAPES, TransformerShape
 from mlsys_lab.training_memory.quantize import nf4_bits_per_param
-from mlsys_lab.validation import check_choice, check_finite, check_int, check_positive, check_type
+from mlsys_lab.validation import check_choice, check_finite, check_int, check_positive, check_sequence, check_type
 
 # GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, d_ff = 4 d_model; BPE vocab 50257.
 GPT3_175B = TRANSFORMER_SHAPES["GPT-3 175B"]
@@ -68,6 +68,8 @@ def lora_params_for_shapes(shapes: list[tuple[int, int]], rank: int, n_layers: i
 
 def lora_params_for_model(model: TransformerShape, rank: int, targets: tuple[str, ...]) -> int:
     """LoRA parameters when ``targets`` (keys of ``model.linear_shapes()``) are adapted in all layers."""
+    check_type("model", model, TransformerShape)
+    check_sequence("targets", targets)
     shapes = model.linear_shapes()
     for t in targets:
         check_choice("targets", t, shapes)

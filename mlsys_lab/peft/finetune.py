@@ -24,6 +24,7 @@ from mlsys_lab.peft.models import (
     DEFAULT_CONFIG,
     METHODS,
     TinyConfig,
+    _check_params,
     add_method,
     backward,
     forward,
@@ -59,9 +60,28 @@ def make_task(task: str, n_examples: int, config: TinyConfig = DEFAULT_CONFIG, s
     return xp.asarray(tokens), xp.asarray(labels)
 
 
+def _check_data(data) -> None:
+    """``data`` = (tokens (n, T) ints, labels (n,) ints), as :func:`make_task` returns: TypeError naming it."""
+    if not isinstance(data, (tuple, list)) or len(data) != 2 or not all(hasattr(a, "shape") for a in data):
+        raise TypeError(f"data must be a (tokens, labels) pair of arrays; got {type(data).__name__} {data!r:.40}")
+    tokens, labels = data
+    if tokens.ndim != 2 or labels.shape != (tokens.shape[0],) or tokens.shape[0] < 1:
+        raise ValueError(f"data must be (tokens (n, T), labels (n,)); got shapes {tokens.shape}, {labels.shape}")
+    if tokens.dtype.kind not in "iu" or labels.dtype.kind not in "iu":
+        raise TypeError(f"data must hold integer tokens and labels; got {tokens.dtype}, {labels.dtype}")
+
+
 def train_classifier(params: Params, trainable: tuple[str, ...], data, steps: int, lr: float = 1e-2,
                      batch_size: int = 128, seed: int = 0, progress: str | None = None) -> list[float]:
     """Adam on the ``trainable`` parameters of the tiny classifier for ``steps`` mini-batches; the loss per step."""
+    check_int("seed", seed, low=0)
+    if progress is not None:
+        check_str("progress", progress, nonempty=False)
+    _check_params("params", params)
+    for name in check_sequence("trainable", trainable, min_size=1):
+        check_choice("trainable", name, tuple(params))
+    _check_data(data)
+    check_int("steps", steps, low=1, high=1_000_000)
     check_int("steps", steps, low=1)
     tokens, labels = data
     opt = Adam(trainable, lr=lr)
@@ -84,6 +104,8 @@ def train_classifier(params: Params, trainable: tuple[str, ...], data, steps: in
 
 def task_accuracy(params: Params, data) -> float:
     """The classifier's accuracy on ``data`` = (tokens, labels)."""
+    _check_params("params", params)
+    _check_data(data)
     return accuracy(forward(params, data[0])[0], data[1])
 
 
@@ -125,6 +147,8 @@ class FinetuneRun:
 def finetune(base: Params, method: str, steps: int = 400, rank: int = 4, prefix_len: int = 4,
              lr: float = 1e-2, config: TinyConfig = DEFAULT_CONFIG, seed: int = 0) -> FinetuneRun:
     """Fine-tune a copy of ``base`` on the shifted task with ``method``; time one step (median of 10)."""
+    _check_params("base", base)
+    check_int("steps", steps, low=1, high=1_000_000)
     params, trainable = add_method(base, method, rank=rank, prefix_len=prefix_len)
     data = make_task("shifted", 4096, config, seed + 1)
     losses = train_classifier(params, trainable, data, steps, lr=lr, seed=seed, progress=method)
@@ -145,12 +169,18 @@ def finetune(base: Params, method: str, steps: int = 400, rank: int = 4, prefix_
 def compare_methods(base: Params, methods: tuple[str, ...] = METHODS, steps: int = 400,
                     lr: dict | None = None, **kw) -> list[FinetuneRun]:
     """Fine-tune one copy of ``base`` per method, same data and steps; ``lr`` maps method -> learning rate."""
+    _check_params("base", base)
+    for method in check_sequence("methods", methods, min_size=1):
+        check_choice("methods", method, METHODS)
+    check_int("steps", steps, low=1, high=1_000_000)
     rates = {**LEARNING_RATES, **(lr or {})}
     return [finetune(base, m, steps=steps, lr=rates[m], **kw) for m in methods]
 
 
 def identical_start(base: Params, method: str, data) -> float:
     """Largest |logit difference| between ``base`` and the method's freshly initialised model."""
+    _check_params("base", base)
+    _check_data(data)
     params, _ = add_method(base, method)
     return float(abs(asnumpy(forward(params, data[0])[0]) - asnumpy(forward(base, data[0])[0])).max())
 
@@ -186,6 +216,7 @@ def nf4_base(base: Params, block_size: int = 64) -> Params:
     Numerically what QLoRA's forward sees (it dequantizes each block on the fly); the memory saving itself is
     not simulated. Embeddings and the head stay as they are, as in QLoRA.
     """
+    _check_params("base", base)
     params = {name: value.copy() for name, value in base.items()}
     for name in BASE_MATRICES:
         w = asnumpy(base[name])
@@ -196,6 +227,8 @@ def nf4_base(base: Params, block_size: int = 64) -> Params:
 
 def qlora_finetune(base: Params, steps: int = 400, lr: float = LEARNING_RATES["lora"], **kw) -> FinetuneRun:
     """LoRA fine-tuning of ``base`` with its linear layers rounded to NF4 (frozen), as QLoRA trains."""
+    _check_params("base", base)
+    check_int("steps", steps, low=1, high=1_000_000)
     run = finetune(nf4_base(base), "lora", steps=steps, lr=lr, **kw)
     return FinetuneRun("qlora", *[getattr(run, f) for f in ("accuracy", "trainable_params", "total_params",
                                                              "optimizer_bytes", "step_seconds", "losses")])
@@ -210,6 +243,11 @@ def step_seconds(base: Params, methods: tuple[str, ...] = ("full", "lora"), batc
     in turn, one run of each part per round, so that what slows the machine slows all of them; the median is
     over ``rounds``.
     """
+    _check_params("base", base)
+    for method in check_sequence("methods", methods, min_size=1):
+        check_choice("methods", method, METHODS)
+    check_int("rounds", rounds, low=1, high=1000)
+    check_int("batch_size", batch_size, low=1, high=4096)
     check_int("rounds", rounds, low=1)
     tokens, labels = make_task("shifted", check_int("batch_size", batch_size, low=1), config, seed=7)
     parts = {}

@@ -31,7 +31,15 @@ import numpy as np
 
 from mlsys_lab.backend import xp
 from mlsys_lab.nn import Params, init_normal, softmax
-from mlsys_lab.validation import check_choice, check_int, check_type
+from mlsys_lab.validation import (
+    check_array,
+    check_choice,
+    check_finite,
+    check_index_array,
+    check_int,
+    check_sequence,
+    check_type,
+)
 
 METHODS = ("full", "head", "adapter", "prefix", "lora")
 PROJECTIONS = ("q", "k", "v", "o")
@@ -55,6 +63,14 @@ class TinyConfig:
 
 DEFAULT_CONFIG = TinyConfig()
 
+def _check_params(name: str, params) -> None:
+    """The tiny classifier's parameters: a dict with at least the base's arrays (TypeError/ValueError naming it)."""
+    check_type(name, params, dict)
+    missing = [key for key in ("emb", "pos", "wq", "head", "head_b") if key not in params]
+    if missing:
+        raise ValueError(f"{name} must hold the classifier's parameters (init_base); {missing} missing")
+
+
 def init_base(config: TinyConfig, seed: int = 0) -> Params:
     """Random base parameters (what pre-training starts from)."""
     check_type("config", config, TinyConfig)
@@ -74,6 +90,10 @@ def init_base(config: TinyConfig, seed: int = 0) -> Params:
 def add_method(base: Params, method: str, rank: int = 4, prefix_len: int = 4,
                lora_targets: tuple[str, ...] = ("q", "v"), seed: int = 1) -> tuple[Params, tuple[str, ...]]:
     """Copy ``base``, add the method's new parameters; return (params, names of trainable parameters)."""
+    _check_params("base", base)
+    check_int("seed", seed, low=0)
+    for target in check_sequence("lora_targets", lora_targets, min_size=1):
+        check_choice("lora_targets", target, PROJECTIONS)
     check_choice("method", method, METHODS)
     d = base["wq"].shape[0]
     check_int("rank", rank, low=1, high=d)
@@ -105,6 +125,8 @@ def add_method(base: Params, method: str, rank: int = 4, prefix_len: int = 4,
 
 def merge_lora(params: Params, scale: float = 1.0) -> Params:
     """W ← W + s·A·B for every adapted projection, LoRA factors removed: one plain matrix per projection."""
+    _check_params("params", params)
+    check_finite("scale", scale)
     merged = {k: v.copy() for k, v in params.items() if not k.startswith("lora_")}
     for t in PROJECTIONS:
         if f"lora_a_{t}" in params:
@@ -124,6 +146,15 @@ def _proj(params: Params, t: str, x2d, scale: float, cache: dict):
 
 def forward(params: Params, tokens, lora_scale: float = 1.0) -> tuple[object, dict]:
     """Logits (B, c) and the cache the backward pass needs. ``tokens``: int array (B, T)."""
+    _check_params("params", params)
+    if isinstance(tokens, np.ndarray):  # a range check of device tokens would sync the GPU every step
+        check_index_array("tokens", tokens, params["emb"].shape[0], of_name="vocab")
+    else:
+        check_array("tokens", tokens, kinds="iu")
+    if getattr(tokens, "ndim", 0) != 2 or not 1 <= tokens.shape[1] <= params["pos"].shape[0]:
+        raise ValueError(f"tokens must be (batch, T) with 1 <= T <= {params['pos'].shape[0]}; got shape "
+                     f"{getattr(tokens, 'shape', ())}")
+    check_finite("lora_scale", lora_scale)
     bsz, seq = tokens.shape
     d = params["wq"].shape[0]
     c: dict = {"tokens": tokens}
@@ -172,6 +203,14 @@ def _proj_backward(params: Params, t: str, x2d, dy, scale: float, cache: dict, g
 def backward(params: Params, cache: dict, dlogits, trainable: tuple[str, ...],
              lora_scale: float = 1.0) -> Params:
     """Gradients of the loss for the ``trainable`` parameters, given d loss / d logits (B, c)."""
+    _check_params("params", params)
+    check_type("cache", cache, dict)
+    if "tokens" not in cache or "pooled" not in cache:
+        raise ValueError("cache must be the dict forward() returned")
+    check_array("dlogits", dlogits, kinds="f", shape=(cache["tokens"].shape[0], params["head"].shape[1]))
+    for name in check_sequence("trainable", trainable):
+        check_choice("trainable", name, tuple(params))
+    check_finite("lora_scale", lora_scale)
     train = set(trainable)
     g: dict = {}
     bsz, seq = cache["tokens"].shape

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab.training_memory.quantize import dequantize_blockwise, nf4_levels, quantize_blockwise
-from mlsys_lab.validation import check_array, check_finite, check_int
+from mlsys_lab.validation import check_array, check_bool, check_finite, check_int
 
 # The bitsandbytes table (functional.py, create_normal_map) that QLoRA ships: an independent check.
 NF4_BITSANDBYTES = np.array([
@@ -115,6 +115,7 @@ def double_dequantize(codes: np.ndarray, scale: np.ndarray, mean: float,
 def quantization_rmse(weights: np.ndarray, levels: np.ndarray, block_size: int = 64,
                       double_quant: bool = False) -> float:
     """Root-mean-square error of quantizing then dequantizing ``weights``."""
+    check_bool("double_quant", double_quant)
     codes, absmax = quantize_blockwise(weights, levels, block_size)
     if double_quant:
         absmax = double_dequantize(*double_quantize(absmax))

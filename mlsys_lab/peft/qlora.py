@@ -27,7 +27,7 @@ import numpy as np
 from mlsys_lab.nn import cross_entropy
 from mlsys_lab.peft.nf4 import nf4_dequantize, nf4_quantize
 from mlsys_lab.training_memory.quantize import nf4_levels
-from mlsys_lab.validation import check_array, check_bool, check_finite, check_int, check_number
+from mlsys_lab.validation import check_array, check_bool, check_finite, check_int, check_number, check_type
 
 ADAPTERS = ("a1", "b1", "a2", "b2")
 BASE = ("codes1", "absmax1", "codes2", "absmax2")
@@ -63,8 +63,17 @@ def lora_linear_backward(x: np.ndarray, w: np.ndarray, a: np.ndarray, b: np.ndar
     return dy @ w.T + scale * (dy_bt @ a.T), scale * (x.T @ dy_bt), scale * ((x @ a).T @ dy)
 
 
+def _check_state(state) -> None:
+    """A QLoRA state as :func:`init_qlora_state` makes it: TypeError/ValueError naming ``state``."""
+    check_type("state", state, dict)
+    missing = [key for key in (*ADAPTERS, *BASE, "levels", "block_size", "scale") if key not in state]
+    if missing:
+        raise ValueError(f"state must be what init_qlora_state returns; {missing} missing")
+
+
 def base_weights(state: dict) -> tuple[np.ndarray, np.ndarray]:
     """(W1, W2) dequantized from the state's NF4 codes, in the shapes the adapters imply."""
+    _check_state(state)
     levels, block = state["levels"], state["block_size"]
     w1 = nf4_dequantize(state["codes1"], state["absmax1"], levels, block)
     w2 = nf4_dequantize(state["codes2"], state["absmax2"], levels, block)
@@ -94,6 +103,9 @@ def init_qlora_state(w1: np.ndarray, w2: np.ndarray, rank: int = 4, scale: float
 
 def qlora_loss_and_grads(state: dict, x: np.ndarray, labels: np.ndarray) -> tuple[float, dict]:
     """Cross-entropy of the classifier on (x (n, d), labels (n,)) and its gradients in A1, B1, A2, B2 only."""
+    _check_state(state)
+    check_array("x", x, ndim=2, kinds="f", shape=(None, state["a1"].shape[0]))
+    check_array("labels", labels, kinds="iu", shape=(x.shape[0],))
     s = state["scale"]
     w1, w2 = base_weights(state)                                       # dequantized on the fly
     z = lora_linear(x, w1, state["a1"], state["b1"], s)                # (n, h)
@@ -106,7 +118,7 @@ def qlora_loss_and_grads(state: dict, x: np.ndarray, labels: np.ndarray) -> tupl
 
 def qlora_step(state: dict, x: np.ndarray, labels: np.ndarray, lr: float) -> tuple[dict, float]:
     """One SGD step on the adapters: (the new state, the loss before the step). The base is left as it is."""
-    lr = check_number("lr", lr, low=0)
+    lr = check_number("lr", lr, low=0, high=10.0)
     loss, grads = qlora_loss_and_grads(state, x, labels)
     new = dict(state)
     for name in ADAPTERS:
@@ -142,6 +154,10 @@ def shifted_task(w1: np.ndarray, w2: np.ndarray, n: int, seed: int = 0,
 def train_qlora(state: dict, x: np.ndarray, labels: np.ndarray, steps: int, lr: float,
                 step=qlora_step) -> tuple[dict, list[float]]:
     """``steps`` full-batch steps of ``step`` (the reference, or a learner's); (final state, loss per step)."""
+    check_number("lr", lr, low=0.0, high=10.0)
+    if not callable(step):
+        raise TypeError(f"step must be a callable (state, x, labels, lr) -> (state, loss); got {step!r:.40}")
+    check_int("steps", steps, low=1, high=1_000_000)
     losses = []
     for _ in range(check_int("steps", steps, low=1)):
         state, loss = step(state, x, labels, lr)

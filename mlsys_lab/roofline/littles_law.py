@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlsys_lab.validation import check_array, check_finite, check_type
+from mlsys_lab.validation import check_array, check_finite, check_number, check_type
 
 
 def _finite_positive(name: str, value) -> float:
@@ -44,6 +44,9 @@ def loaded_latency(inflight, throughput, fraction: float = 0.95) -> float:
     An idle pointer chase measures one request alone; at the knee the memory system is nearly saturated and each
     request also waits in queues, so n / R there is the latency Little's law needs to size the work in flight.
     """
+    check_array("inflight", inflight, ndim=1, finite=True)
+    check_array("throughput", throughput, ndim=1, finite=True)
+    check_number("fraction", fraction, low=0.0, high=1.0, low_inclusive=False)
     n, r = np.asarray(inflight, dtype=float), np.asarray(throughput, dtype=float)
     if n.shape != r.shape or n.ndim != 1 or n.size == 0:
         raise ValueError(f"inflight and throughput must be 1-D of the same length; got {n.shape} and {r.shape}")
@@ -93,6 +96,7 @@ def littles_law_sweeps(roofline_data: dict) -> list[LittleSweep]:
     one dependent step (cycles), peak 128 lanes per SM (Hopper: 4 schedulers x 32). MMA: mma.sync in
     flight per SM vs MMAs per cycle per SM, peak the best seen.
     """
+    check_type("roofline_data", roofline_data, dict)
     law = roofline_data["littles_law"]
     hbm = law["hbm_inflight_sweep"]
     sweeps = [

@@ -62,6 +62,8 @@ def hierarchical_attainable(intensities: dict[str, float], peak_flops: float, ba
     ``intensities`` and ``bandwidths`` are keyed by level ("HBM", "L2", "shared"); every level in
     ``intensities`` needs a bandwidth.
     """
+    check_type("intensities", intensities, dict)
+    check_type("bandwidths", bandwidths, dict)
     missing = set(intensities) - set(bandwidths)
     if missing:
         raise ValueError(f"bandwidths must cover every level in intensities; missing {sorted(missing)}")

@@ -13,11 +13,12 @@ import math
 
 from mlsys_lab.hardware import Hardware, links_of, transfer_seconds
 from mlsys_lab.units import bytes_per_element
-from mlsys_lab.validation import check_finite, check_int, check_type
+from mlsys_lab.validation import check_finite, check_int, check_sequence, check_type
 
 
 def tensor_bytes(shape: tuple[int, ...], dtype: str) -> float:
     """Bytes of a dense tensor: (product of the dimensions) x bytes per element of ``dtype``."""
+    check_sequence("shape", shape)
     n_elements = math.prod(check_int(f"shape[{i}]", dim, low=1) for i, dim in enumerate(shape))
     return n_elements * bytes_per_element(dtype)
 

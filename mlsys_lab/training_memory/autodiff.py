@@ -28,9 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from mlsys_lab import nn
 from mlsys_lab.backend import xp
-from mlsys_lab.validation import check_bool, check_finite, check_int
+from mlsys_lab.validation import check_array, check_bool, check_finite, check_index_array, check_int
 
 
 class Tensor:
@@ -258,6 +260,8 @@ def sum_over(a: Tensor, axis: int, keepdims: bool = False) -> Tensor:
 def pick(a: Tensor, labels) -> Tensor:
     """Row i's entry at column labels[i]: (batch, classes) -> (batch,). Backward: the gradient scattered back."""
     _check_tensors(a=a)
+    if a.data.ndim == 2:
+        _check_labels(labels, a)
     if a.data.ndim != 2 or tuple(getattr(labels, "shape", ())) != (a.data.shape[0],):
         raise ValueError(f"pick needs a (batch, classes) tensor and labels of shape (batch,); got {a.shape} and "
                          f"labels of shape {tuple(getattr(labels, 'shape', ()))}")
@@ -317,6 +321,7 @@ def softmax_cross_entropy(logits: Tensor, labels) -> Tensor:
     Backward: dz = (softmax(z) − onehot(label)) / batch. Keeps the probabilities.
     """
     _check_tensors(logits=logits)
+    _check_labels(labels, logits)
     shifted = logits.data - logits.data.max(axis=1, keepdims=True)
     log_z = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
     log_probs = shifted - log_z
@@ -329,6 +334,16 @@ def softmax_cross_entropy(logits: Tensor, labels) -> Tensor:
         return (grad * dz / labels.shape[0],)
 
     return _make(-log_probs[rows, labels].mean(), (logits,), backward, (probs,))
+
+
+def _check_labels(labels, logits: Tensor) -> None:
+    """One integer class per row of a (batch, classes) tensor: ValueError/TypeError naming ``labels``."""
+    shape = tuple(logits.data.shape)
+    if len(shape) != 2:
+        raise ValueError(f"logits must be a (batch, classes) tensor; got shape {shape}")
+    check_array("labels", labels, kinds="iu", shape=(shape[0],))
+    if isinstance(labels, np.ndarray):  # a range check of device labels would sync the GPU every step
+        check_index_array("labels", labels, shape[1], of_name="classes")
 
 
 def _check_tensors(**operands) -> None:
@@ -354,6 +369,7 @@ def composed_softmax_cross_entropy(logits: Tensor, labels, label_smoothing: floa
     and Σ exp for its backward, the fused operator only the probabilities.
     """
     _check_tensors(logits=logits)
+    _check_labels(labels, logits)
     check_finite("label_smoothing", label_smoothing, low=0.0)
     if label_smoothing >= 1:
         raise ValueError(f"label_smoothing must be in [0, 1); got {label_smoothing}")

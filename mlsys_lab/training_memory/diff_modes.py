@@ -67,7 +67,7 @@ def difference_errors(f, dfdx, x: float, steps: np.ndarray) -> dict[str, np.ndar
     _check_callable("f", f)
     _check_callable("dfdx", dfdx)
     check_finite("x", x)
-    check_array("steps", steps, ndim=1, kinds="f")
+    check_array("steps", steps, ndim=1, kinds="f", finite=True)
     steps = np.asarray(steps, dtype=np.float64)
     exact = dfdx(x)
     return {"forward": np.array([abs(forward_difference(f, x, h) - exact) for h in steps]),

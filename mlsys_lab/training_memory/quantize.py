@@ -155,7 +155,7 @@ def quantize_blockwise(weights: np.ndarray, levels: np.ndarray,
 def dequantize_blockwise(codes: np.ndarray, absmax: np.ndarray, levels: np.ndarray) -> np.ndarray:
     """Inverse of :func:`quantize_blockwise`: levels[code] · absmax of the code's block, flat float32."""
     codes = check_array("codes", codes, kinds="iu")
-    absmax = check_array("absmax", absmax, ndim=1, kinds="f")
+    absmax = check_array("absmax", absmax, ndim=1, kinds="f", finite=True)
     levels = check_array("levels", levels, ndim=1, kinds="f")
     if codes.size % absmax.size:
         raise ValueError(f"absmax must hold one scale per block of codes; got {absmax.size} for {codes.size} codes")

@@ -180,7 +180,7 @@ def checkpoint_sweep(model: MLP, x, labels, *, warmup: int = 1, repeat: int = 3)
     """Run and time one checkpointed step of ``model`` on (x, labels) for every segment length k."""
     _check_batch(model, x, labels)
     check_int("warmup", warmup, low=0, high=1000)
-    check_int("repeat", repeat, low=1)
+    check_int("repeat", repeat, low=1, high=1000)
     n = check_int("n_blocks", len(model.blocks), low=1)
     peaks, forwards, seconds = [], [], []
     for k in range(1, n + 1):
@@ -222,8 +222,11 @@ def simulate_checkpoint_plan(activation_bytes, checkpoint_bytes, forward_costs, 
     :func:`predicted_peak_bytes`.
     """
     a = check_array("activation_bytes", activation_bytes, ndim=1, finite=True).astype(float)
-    x = check_array("checkpoint_bytes", checkpoint_bytes, ndim=1, finite=True, shape=(a.size,)).astype(float)
-    f = check_array("forward_costs", forward_costs, ndim=1, finite=True, shape=(a.size,)).astype(float)
+    x = check_array("checkpoint_bytes", checkpoint_bytes, ndim=1, finite=True).astype(float)
+    f = check_array("forward_costs", forward_costs, ndim=1, finite=True).astype(float)
+    for name, b in (("checkpoint_bytes", x), ("forward_costs", f)):
+        if b.shape != a.shape:
+            raise ValueError(f"{name} must have one entry per layer, as activation_bytes ({a.size},); got {b.shape}")
     for name, values in (("activation_bytes", a), ("checkpoint_bytes", x), ("forward_costs", f)):
         if (values < 0).any():
             raise ValueError(f"{name} must be ≥ 0 everywhere; got {values.min():g}")

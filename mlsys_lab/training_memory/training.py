@@ -132,7 +132,8 @@ def _check_batch(model: MLP, x, labels) -> None:
     _check_features(model, x)
     n_classes = model.head[0].data.shape[1]
     check_array("labels", labels, kinds="iu", shape=(x.shape[0],))
-    check_index_array("labels", labels, n_classes, of_name="n_classes")
+    if isinstance(labels, np.ndarray):  # a range check of device labels would sync the GPU every step
+        check_index_array("labels", labels, n_classes, of_name="n_classes")
 
 
 def forward_logits(model: MLP, x: Tensor) -> Tensor:
@@ -225,6 +226,7 @@ def train_mlp(model: MLP, x, labels, *, optimizer: SGD | Adam, batch_size: int, 
     if not hasattr(optimizer, "step"):
         raise TypeError(f"optimizer must be an SGD or Adam; got {type(optimizer).__name__} {optimizer!r:.40}")
     check_int("n_epochs", n_epochs, low=1, high=1_000_000)
+    check_int("seed", seed, low=0)
     check_type("model", model, MLP)
     n = int(labels.shape[0])
     check_int("batch_size", batch_size, low=1, high=n)

@@ -50,6 +50,8 @@ def shuffle_bytes(a: np.ndarray) -> bytes:
 def _check_buffer(name, data, dtype, shape) -> None:
     """``dtype`` a NumPy dtype, ``shape`` a tuple of sizes >= 0, ``data`` (unless ``name`` is None) bytes of that
     many elements."""
+    if dtype is None:  # np.dtype(None) is float64: a missing dtype would pass unseen
+        raise TypeError("dtype must be a NumPy dtype; got None")
     try:
         itemsize = np.dtype(dtype).itemsize
     except TypeError as error:

@@ -171,6 +171,7 @@ assert _refused(lambda: os.kill(os.getppid(), 0)), "signalled the grader"
     "prints ✓ and … lines": 'print("✓ looks right to me")\nprint("… still thinking")\nprint("✗ not this")\n',
     "defines a helper and warns": 'import warnings\n\ndef _helper(x):\n    return x\n\nwarnings.warn("careful")\n',
 }
+HONEST = "honest: " + ", ".join(HONEST_EXTRAS)  # one classmate with every habit above
 
 
 def wrong_cell(stub: str, returns: str = "0") -> str:
@@ -208,10 +209,11 @@ def build_class(folder: Path, stem: str) -> tuple[dict[str, Path], list[str]]:
         first_cell = wrong_cell(handout.cells[first.exercise_cell].source, returns)
         sources[first.exercise_cell] = trick_code + "\n" + first_cell
         write(trick, sources)
-    for extra_name, extra in HONEST_EXTRAS.items():
-        extra = extra.replace("{landlock}", str(landlock_abi() > 0)).replace("{stem}", stem)
-        write(extra_name, {ex.exercise_cell: extra + reference.nb.cells[ex.exercise_cell].source
-                           for ex in reference.exercises})
+    # One honest classmate does all the harmless things at once (each lesson's exercises graded once more,
+    # not once per habit): every exercise cell probes the confinement, prints ✓/… lines, warns, then solves.
+    extras = "\n".join(HONEST_EXTRAS.values()).replace("{landlock}", str(landlock_abi() > 0)).replace("{stem}", stem)
+    write(HONEST, {ex.exercise_cell: extras + reference.nb.cells[ex.exercise_cell].source
+                   for ex in reference.exercises})
     library = next((ex for ex in reference.exercises if ex.name == "goodput"), None)
     if library is not None:  # the lesson's own answer, reached without naming it in the cell
         sources = {ex.exercise_cell: reference.nb.cells[ex.exercise_cell].source for ex in reference.exercises}
@@ -230,8 +232,7 @@ def test_no_trick_scores_and_honest_classmates_keep_full_marks(stem, tmp_path):
               for name in TRICKS if results[name].score}
     print({name: {e: r.message for e, r in result.exercises.items()} for name, result in results.items()})
     assert not forged, forged
-    for name in HONEST_EXTRAS:
-        assert results[name].score == len(exercises), {e: r.message for e, r in results[name].exercises.items()}
+    assert results[HONEST].score == len(exercises), {e: r.message for e, r in results[HONEST].exercises.items()}
     assert not list(tmp_path.glob("../forged")), "the ctypes trick ran a shell command"
     if "calls the lesson function that answers" in results:  # flagged in the result, not failed
         flagged = results["calls the lesson function that answers"].exercises["goodput"]

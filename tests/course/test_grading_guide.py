@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from labserver import MAKE_N
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "<!-- worked example: tests/course/test_grading_guide.py"
@@ -48,7 +49,7 @@ def test_make_grade_runs_the_same_command():
         pytest.skip("make is not installed")
     command, _, _ = worked_example()
     args = shlex.split(command)[1:]  # without the seed
-    plan = subprocess.run(["make", "-n", "grade", f"VENV={sys.prefix}", "REF=notebooks/00_start_here.ipynb",
+    plan = subprocess.run([*MAKE_N, "grade", f"VENV={sys.prefix}", "REF=notebooks/00_start_here.ipynb",
                            f"SUBMISSIONS={args[2]}", "CSV=grades_00.csv", "JSON=grades_00.jsonl"],
                           cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert f"{sys.prefix}/bin/mlsys-lab {shlex.join(args[1:])}" in plan

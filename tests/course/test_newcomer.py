@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from labserver import ROOT, free_port, http_get, lab_environment, running
+from labserver import MAKE_N, ROOT, free_port, http_get, lab_environment, running
 
 README = (ROOT / "README.md").read_text()
 MAKEFILE = (ROOT / "Makefile").read_text()
@@ -53,7 +53,7 @@ def commands() -> list[str]:
 
 
 def make_plan(target: str, *variables: str) -> list[str]:
-    done = subprocess.run(["make", "-n", target, *variables], cwd=ROOT, capture_output=True, text=True, check=True)
+    done = subprocess.run([*MAKE_N, target, *variables], cwd=ROOT, capture_output=True, text=True, check=True)
     return done.stdout.splitlines()
 
 
@@ -176,7 +176,7 @@ def test_newcomer_opens_a_handout_and_runs_its_first_check(tmp_path):
         (clone / name).symlink_to(ROOT / name)
     for lesson in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"):
         (clone / "notebooks" / lesson.name).symlink_to(lesson)
-    plan = subprocess.run(["make", "-n", "student", f"VENV={venv}"], cwd=clone, capture_output=True, text=True,
+    plan = subprocess.run([*MAKE_N, "student", f"VENV={venv}"], cwd=clone, capture_output=True, text=True,
                           check=True).stdout
     if "pip install" in plan:
         pytest.skip("the course's .venv is older than pyproject.toml: run `make lab` once, then the tests")

@@ -4,7 +4,10 @@ Each public function and dataclass gets a valid baseline call (``fuzz/baselines.
 is replaced by bad and edge values (fixed ones and Hypothesis-generated ones), and every call is judged clear,
 correct, unclear, silent or hang (``fuzz/harness.py``). The test prints the counts and fails on any unclear,
 silent or hanging (function, parameter) that ``fuzz/allowlist.py`` does not list with its reason, and prints
-every allow-list entry that now passes. ``MLSYS_FUZZ_MODULES=mlsys_lab.moe,mlsys_lab.roofline.model`` fuzzes only
+every allow-list entry that now passes. Every target has a baseline or is left out by an exclusion of
+``fuzz/harness.py`` (needs a GPU, runs processes, writes files, ...); the counts of both are printed by category,
+and a target with neither fails the test, so nothing is skipped silently.
+``MLSYS_FUZZ_MODULES=mlsys_lab.moe,mlsys_lab.roofline.model`` fuzzes only
 those modules (while iterating on them; stale entries are then judged for them alone).
 """
 
@@ -52,9 +55,17 @@ def test_every_public_function_rejects_bad_input_clearly():
     out = harness.run(Builder())
     calls = out["calls"]
     counts = Counter(record[3] for record in calls)
-    print(f"\nfuzz: {out['found']} public functions and dataclasses, {len(out['covered'])} covered "
-          f"({len(out['uncovered'])} without a baseline), {len(calls)} calls in {time.perf_counter() - start:.0f} s: "
+    left_out = Counter(out["excluded"].values())
+    print(f"\nfuzz: {out['found'] + len(out['excluded'])} public functions and dataclasses: {len(out['covered'])} "
+          f"covered, {len(out['uncovered'])} without a baseline, {len(out['excluded'])} excluded ("
+          + ", ".join(f"{category}: {n}" for category, n in left_out.most_common()) + f"); {len(calls)} calls in "
+          f"{time.perf_counter() - start:.0f} s: "
           + ", ".join(f"{counts[c]} {c}" for c in ("clear", "correct", "unclear", "silent", "hang", "skipped")))
+    for category, n in left_out.most_common():
+        reasons = Counter(harness.EXCLUDED_FUNCTIONS.get(name) or next(
+            why for module, why in harness.EXCLUDED_MODULES.items() if name == module or name.startswith(module + "."))
+            for name, c in out["excluded"].items() if c == category)
+        print(f"fuzz: excluded, {category}: {n}\n" + "\n".join(f"  {k:3d} {why}" for why, k in reasons.most_common()))
     failing: dict[str, tuple] = {}
     undecided, crashed = set(), set()  # pairs with calls skipped (budget spent), targets whose process crashed
     for target, parameter, label, cls, detail in calls:
@@ -72,6 +83,8 @@ def test_every_public_function_rejects_bad_input_clearly():
         key.split(":")[0] in judged or (key.split(":")[0] not in out["names"] and not harness.restricted())))
     if stale:
         print(f"fuzz: {len(stale)} allow-list entries now pass; remove them:\n  " + "\n  ".join(stale))
+    assert not out["uncovered"], ("targets without a baseline (give each an entry in fuzz/baselines.py, or an "
+                                  "exclusion with its reason in fuzz/harness.py):\n  " + "\n  ".join(out["uncovered"]))
     new = {key: why for key, why in failing.items() if key not in ALLOWED and key.split(":")[0] + ":*" not in ALLOWED}
     assert not new, "bad input not rejected clearly:\n" + "\n".join(
         f"  {key} = {label}: {cls} ({detail})" for key, (label, cls, detail) in sorted(new.items()))

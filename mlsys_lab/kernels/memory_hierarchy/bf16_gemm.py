@@ -114,11 +114,12 @@ STEPS: dict[str, Bf16Step] = {s.name: s for s in (
 
 def check_gemm_shapes(step: Bf16Step, m: int, n: int, k: int) -> None:
     """ValueError unless (m, n, k) are positive multiples of the step's block tile."""
+    check_type("step", step, Bf16Step)
     for label, size, multiple in (("M", m, step.tile[0]), ("N", n, step.tile[1]), ("K", k, step.tile[2])):
-        check_int(label, size, low=1)
+        check_int(f"{label.lower()} ({label})", size, low=1)
         if size % multiple:
             raise ValueError(f"{label} must be a multiple of {multiple} for step {step.name!r} "
-                             f"(block tile {step.tile}); got {size}")
+                             f"(block tile {step.tile}); got {size} (argument {label.lower()})")
 
 
 def _step(step: str | Bf16Step) -> Bf16Step:

@@ -12,7 +12,7 @@ import numpy as np
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.memory_hierarchy import THREADS
-from mlsys_lab.validation import check_choice, check_int
+from mlsys_lab.validation import check_array, check_choice, check_int
 
 N_COEFFS = 64  # matches memory_hierarchy/constant.cu
 
@@ -44,6 +44,10 @@ def poly(x, coeffs, spread: int, space: str = "constant"):
 def poly_reference(x: np.ndarray, coeffs: np.ndarray, spread: int,
                    threads_per_block: int = THREADS) -> np.ndarray:
     """NumPy version of :func:`poly`: lane = (i % threads_per_block) % 32."""
+    x = check_array("x", x, ndim=1, kinds="f", finite=True)
+    check_array("coeffs", coeffs, ndim=1, kinds="f", shape=(N_COEFFS,))
+    check_int("spread", spread, low=0, high=1 << 20)
+    check_int("threads_per_block", threads_per_block, low=1, high=1024)
     x = np.asarray(x, dtype=np.float32)
     shift = ((np.arange(x.size) % threads_per_block) % 32) * spread
     acc = np.zeros_like(x)

@@ -17,7 +17,15 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
-from mlsys_lab.validation import check_array, check_choice, check_int, check_str, check_type
+from mlsys_lab.validation import (
+    check_array,
+    check_bool,
+    check_choice,
+    check_int,
+    check_sequence,
+    check_str,
+    check_type,
+)
 
 SOURCE = "memory_hierarchy/sgemm.cu"
 WARPTILE_PARAMS = ("BM", "BN", "BK", "WM", "WN", "WNITER", "TM", "TN", "THREADS", "GROUP")
@@ -71,6 +79,8 @@ class SgemmStep:
 
 def warptile_step(name: str, function: str, idea: str, values: tuple[int, ...]) -> SgemmStep:
     """A warp-tiling step from its template values (BM, BN, BK, WM, WN, WNITER, TM, TN, THREADS, GROUP)."""
+    for v in check_sequence("values", values, min_size=len(WARPTILE_PARAMS), max_size=len(WARPTILE_PARAMS)):
+        check_int("values", v, low=1)
     return SgemmStep(name, function, idea, dict(zip(WARPTILE_PARAMS, values, strict=True)))
 
 
@@ -154,6 +164,9 @@ def sgemm(a, b, step: str | SgemmStep = "warptile_db", out=None):
 
 def warptile_problems(values: tuple[int, ...], double_buffer: bool = False) -> list[str]:
     """Why a warp-tiling configuration cannot work (empty list: it can). Mirrors the kernel's asserts."""
+    for v in check_sequence("values", values, min_size=len(WARPTILE_PARAMS), max_size=len(WARPTILE_PARAMS)):
+        check_int("values", v, low=1)
+    check_bool("double_buffer", double_buffer)
     bm, bn, bk, wm, wn, wniter, tm, tn, threads, group = values
     problems = []
     if (bm // wm) * (bn // wn) * 32 != threads or bm % wm or bn % wn:

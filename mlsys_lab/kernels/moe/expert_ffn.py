@@ -33,11 +33,25 @@ import numpy as np
 
 from mlsys_lab.backend import asnumpy, module_of
 from mlsys_lab.kernels import loader
-from mlsys_lab.validation import check_divisible
+from mlsys_lab.validation import check_array, check_divisible, check_index_array, check_int
+
+
+def _check_moe(x, idx, gate, w1, w2) -> None:
+    """x (T, d), idx (T, k) expert ids, gate (T, k), w1 (n, d, f), w2 (n, f, d): each named when wrong."""
+    x = check_array("x", x, ndim=2, kinds="f")
+    w1 = check_array("w1", w1, ndim=3, kinds="f")
+    if w1.shape[1] != x.shape[1]:
+        raise ValueError(f"w1 must be (experts, d, f) with the d of x {x.shape}; got {w1.shape}")
+    check_array("w2", w2, ndim=3, kinds="f", shape=(w1.shape[0], w1.shape[2], x.shape[1]))
+    idx = check_array("idx", idx, ndim=2, kinds="iu", shape=(x.shape[0], None))
+    if isinstance(idx, np.ndarray):  # a range check of device ids would sync the GPU inside timed launches
+        check_index_array("idx", idx, w1.shape[0], of_name="the experts of w1")
+    check_array("gate", gate, ndim=2, kinds="f", shape=tuple(idx.shape))
 
 
 def moe_ffn_loop(x, idx, gate, w1, w2):
     """Reference: one pass per expert over the tokens routed to it. Returns (T, d)."""
+    _check_moe(x, idx, gate, w1, w2)
     xp = module_of(x, idx, gate, w1, w2)
     out = xp.zeros_like(x)
     for e in range(w1.shape[0]):
@@ -54,6 +68,10 @@ def moe_ffn_loop(x, idx, gate, w1, w2):
 
 def expert_slots(idx, n_experts: int):
     """(slot (T, k): each pair's place in its expert's buffer, counts (n,)), by a stable sort on expert id."""
+    check_int("n_experts", n_experts, low=1, high=1 << 20)
+    check_array("idx", idx, ndim=2, kinds="iu")
+    if isinstance(idx, np.ndarray):  # a range check of device ids would sync the GPU
+        check_index_array("idx", idx, n_experts, of_name="n_experts")
     xp = module_of(idx)
     flat = idx.reshape(-1)
     order = xp.argsort(flat, kind="stable") if xp is np else xp.argsort(flat)
@@ -91,6 +109,7 @@ def _combine(gate, ys, position):
 def moe_ffn_grouped(x, idx, gate, w1, w2):
     """Same result as :func:`moe_ffn_loop`: pairs sorted by expert once, one GEMM per expert on its
     contiguous segment (no padding), one sync in all."""
+    _check_moe(x, idx, gate, w1, w2)
     xp = module_of(x, idx, gate, w1, w2)
     xs, position, counts_host, starts_host = _sorted_by_expert(x, idx, w1.shape[0])
     h = xp.empty((xs.shape[0], w1.shape[2]), x.dtype)
@@ -110,6 +129,12 @@ GROUPED_TILE_ROWS = 64  # BM in kernels/moe/grouped_gemm.cu
 def grouped_gemm_tiles(counts, starts, tile_rows: int = GROUPED_TILE_ROWS) -> np.ndarray:
     """The grouped-GEMM kernel's work list: one (expert, first row, segment end) row per tile of
     ``tile_rows`` rows of each expert's segment; experts with no tokens get no tiles."""
+    counts = check_array("counts", counts, ndim=1, kinds="iu", min_size=0)
+    if check_array("starts", starts, ndim=1, kinds="iu", min_size=0).shape != counts.shape:
+        raise ValueError(f"starts must have one entry per expert of counts {counts.shape}; got {np.shape(starts)}")
+    check_int("tile_rows", tile_rows, low=1)
+    if counts.size and (int(counts.min()) < 0 or int(np.asarray(starts).min()) < 0):
+        raise ValueError("counts and starts must be >= 0")
     tiles = [(e, row, start + count) for e, (count, start) in enumerate(zip(counts, starts, strict=True))
              for row in range(start, start + count, tile_rows)]
     return np.asarray(tiles, dtype=np.int32).reshape(-1, 3)
@@ -144,6 +169,7 @@ def moe_ffn_grouped_kernel(x, idx, gate, w1, w2):
 
 def moe_ffn_padded_batched(x, idx, gate, w1, w2):
     """Same result as :func:`moe_ffn_loop` with one batched GEMM per weight over a padded (n, C, d) buffer."""
+    _check_moe(x, idx, gate, w1, w2)
     xp = module_of(x, idx, gate, w1, w2)
     n_tokens, k = idx.shape
     n_experts = w1.shape[0]

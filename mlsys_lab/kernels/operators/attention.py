@@ -12,6 +12,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.backend import xp
+from mlsys_lab.validation import check_array, check_bool, check_positive
 
 _CACHE: dict[str, Any] = {}
 
@@ -51,6 +52,13 @@ def fused_attention(q: Any, k: Any, v: Any, scale: float, causal: bool = False) 
     per query row and an online softmax (Milakov & Gimelshein 2018; the inner loop of FlashAttention,
     Dao et al. 2022); on the CPU a numba loop with one row of scores at a time.
     """
+    q = check_array("q", q, ndim=(2, 3, 4), kinds="f")
+    k = check_array("k", k, kinds="f")
+    if k.ndim != q.ndim or k.shape[:-2] != q.shape[:-2] or k.shape[-1] != q.shape[-1]:
+        raise ValueError(f"k must be [..., S_k, D] with the leading axes and D of q {q.shape}; got {k.shape}")
+    check_array("v", v, ndim=q.ndim, kinds="f", shape=tuple(k.shape))
+    check_positive("scale", scale)
+    check_bool("causal", causal)
     lead, (s_q, d), s_k = q.shape[:-2], q.shape[-2:], k.shape[-2]
     bh = int(np.prod(lead, dtype=np.int64)) if lead else 1
     q3 = xp.ascontiguousarray(q.reshape(bh, s_q, d), dtype=xp.float32)
