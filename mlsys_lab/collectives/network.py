@@ -62,6 +62,9 @@ class Network:
         received = []
         for src, dst, (_, _, array) in zip(sources, destinations, messages, strict=False):
             array = array_module(array).asarray(array)  # NumPy or CuPy: the message stays where it lives
+            if array.dtype.kind not in "biufc":  # a link carries numbers: not bytes, strings or objects
+                raise TypeError(f"the message from rank {src} to rank {dst} must be an array of numbers, "
+                                f"got dtype {array.dtype}")
             self.bytes_sent[src] += array.nbytes
             self.bytes_received[dst] += array.nbytes
             received.append(array.copy())

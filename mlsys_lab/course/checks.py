@@ -4,9 +4,13 @@
 ``check_<name>`` (from :mod:`mlsys_lab.exercises`, unchanged) with a :class:`LearnerFunction` in place of the
 learner's function. The proxy sends each call's arguments as plain data (:mod:`mlsys_lab.course.wire`)
 and decodes the answer as plain data; objects the check passes in (a simulated ``Network``, a measuring
-function) stay here and the worker reaches them only through :meth:`LearnerFunction.serve_request`: public
-attributes and calls, nothing starting with ``_``. The verdict is the ``Verdict`` object the check
-computed in this process (:data:`mlsys_lab.exercises.VERDICT_SINK`), never text the worker printed.
+function) stay here and the worker reaches them only through :meth:`LearnerFunction.serve_request`, and
+only for what the exercise defines: the names the object's class lists in ``LEARNER_OPERATIONS`` (a
+``frozenset`` of attribute and method names; dunders from :data:`DUNDER_OPERATIONS` only when listed), or a
+call of a plain function the check handed in. A result that is not plain data crosses only when it is such
+an object too: an array of bytes, a file object or a bound method of anything else never becomes reachable
+(an ``ndarray`` reached by reference would offer ``tofile``, a way to write any file the grader can).
+The verdict is the ``Verdict`` object the check computed in this process (:data:`mlsys_lab.exercises.VERDICT_SINK`), never text the worker printed.
 A check that times the learner's function asks :meth:`LearnerFunction.cpu_seconds_of`, which reads the
 worker's CPU clock from here (:func:`process_cpu_seconds`, by the pid nbval started), not a number the
 worker reports.
@@ -14,15 +18,28 @@ worker reports.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import socket
 import sys
 import time
+import types
 from types import ModuleType
 from typing import Any, Callable
 
 from mlsys_lab.course import wire
 
-TRUSTED_DUNDERS = ("__len__", "__getitem__", "__setitem__")
+# What a learner's code may do with a grader-side object, beyond what its class names in LEARNER_OPERATIONS:
+# nothing. These dunders are the ones a class may name; each maps to the operation it stands for.
+DUNDER_OPERATIONS = {
+    "__call__": lambda target, *args, **kwargs: target(*args, **kwargs),
+    "__len__": lambda target: len(target),
+    "__getitem__": lambda target, key: target[key],
+    "__setitem__": lambda target, key, value: target.__setitem__(key, value),
+    "__iter__": lambda target: iter(target),
+    "__next__": lambda target: next(target),
+}
+MAX_RECEIVED_BYTES = 512 * 1024 * 1024  # what one exercise's worker may send the grader in all
 
 
 def lessons() -> dict[str, ModuleType]:
@@ -84,25 +101,91 @@ def process_cpu_seconds(pid: int) -> float:
     return times.user + times.system
 
 
+def learner_operations(obj: Any) -> frozenset[str] | None:
+    """The names a learner's code may use on ``obj`` (its class's ``LEARNER_OPERATIONS``), or None: not reachable."""
+    operations = getattr(type(obj), "LEARNER_OPERATIONS", None)
+    if type(operations) is not frozenset or not all(type(name) is str for name in operations):
+        return None
+    unknown = {name for name in operations if name.startswith("_") and name not in DUNDER_OPERATIONS}
+    if unknown:
+        raise TypeError(f"{type(obj).__name__}.LEARNER_OPERATIONS names private attributes {sorted(unknown)}")
+    return operations
+
+
 class LearnerFunction:
     """Stands for the learner's function in the grader: each call is answered by the worker."""
 
     def __init__(self, sock: socket.socket, deadline: float, scratch_dir: str | None = None,
                  pid: int | None = None) -> None:
         self.sock, self.deadline, self.scratch_dir, self.pid = sock, deadline, scratch_dir, pid
-        self.refs: list[Any] = []
+        self.refs: list[tuple[Any, frozenset[str]]] = []  # (object, what the learner may do with it)
         self.calls = 0
+        self.sizes: list[int] = []  # the length of every message received
         self.broken = False  # the conversation went wrong: the kernel must not serve another exercise
         self.used: set[str] = set()  # lesson functions the worker reported as called (library_answers)
 
-    def _ref(self, obj: Any) -> int:
-        self.refs.append(obj)
-        return len(self.refs) - 1
+    def _hold(self, obj: Any, operations: frozenset[str]) -> list:
+        self.refs.append((obj, operations))
+        return [len(self.refs) - 1, sorted(operations)]
 
-    def _deref(self, number: int) -> Any:
-        if not 0 <= number < len(self.refs):
-            raise wire.NotPlainData(f"unknown reference {number}")
-        return self.refs[number]
+    def _handed(self, obj: Any) -> list:
+        """A reference to an argument the check passes: a declared object, or a plain function it made."""
+        operations = learner_operations(obj)
+        if operations is None and isinstance(obj, (types.FunctionType, functools.partial)):
+            operations = frozenset({"__call__"})
+        if operations is None:  # the check's own mistake: a grader error, never a reachable object
+            raise TypeError(f"the check passed a {type(obj).__name__}, which is neither plain data nor "
+                            "declares LEARNER_OPERATIONS")
+        return self._hold(obj, operations)
+
+    def _returned(self, obj: Any) -> list:
+        """A reference to a value one of our objects gave back: only another declared object."""
+        operations = learner_operations(obj)
+        if operations is None:
+            raise wire.NotPlainData(f"it gave back a {type(obj).__name__}, which cannot cross to your code")
+        return self._hold(obj, operations)
+
+    def _deref(self, number: Any) -> Any:
+        if type(number) is not int or not 0 <= number < len(self.refs):
+            raise wire.NotPlainData(f"unknown reference {str(number)[:20]}")
+        return self.refs[number][0]
+
+    def serve_request(self, message: dict) -> dict:
+        """Answer the worker's use of an object that stayed here, if its class lists the name it asks for.
+
+        ``getattr``: an attribute's value (plain data or a declared object), or ``{"op": "method"}`` when it
+        is a method, which the worker then calls with ``call``. ``call``: the method (or, for ``__call__``
+        and the other listed dunders, the operation) with plain-data arguments or our own references.
+        """
+        try:
+            number = message.get("ref")
+            target = self._deref(number)
+            operations = self.refs[number][1]
+            name = message.get("name")
+            if type(name) is not str or name not in operations:
+                raise AttributeError(f"{type(target).__name__} offers {sorted(operations)}, not {str(name)[:40]!r}")
+            if message.get("op") == "getattr" and name not in DUNDER_OPERATIONS:
+                value = getattr(target, name)
+                if inspect.ismethod(value):
+                    return {"op": "method"}
+                return {"op": "value", "value": wire.encode(value, self._returned)}
+            if message.get("op") == "call":
+                args = wire.decode(message.get("args"), self._deref)
+                kwargs = wire.decode(message.get("kwargs"), self._deref)
+                if type(args) is not list or type(kwargs) is not dict:
+                    raise wire.NotPlainData("a call needs a list of arguments and a dict of keywords")
+                operation = DUNDER_OPERATIONS.get(name)
+                if operation is not None:
+                    result = operation(target, *args, **kwargs)
+                else:
+                    method = getattr(target, name)
+                    if not inspect.ismethod(method):
+                        raise TypeError(f"{name!r} is not a method")
+                    result = method(*args, **kwargs)
+                return {"op": "value", "value": wire.encode(result, self._returned)}
+            raise wire.NotPlainData(f"unknown request {str(message)[:60]}")
+        except Exception as exc:  # the learner's use of our object failed: tell them, keep grading
+            return {"op": "raise", "type": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}"[:500]}
 
     def receive(self) -> dict:
         left = self.deadline - time.monotonic()
@@ -111,27 +194,14 @@ class LearnerFunction:
             raise WorkerGone("the worker did not answer in time")
         self.sock.settimeout(left)
         try:
-            return wire.receive_message(self.sock)
+            message = wire.receive_message(self.sock, self.sizes)
         except (OSError, EOFError, wire.NotPlainData) as exc:
             self.broken = True
             raise WorkerGone(f"the worker stopped answering ({type(exc).__name__}: {exc})") from None
-
-    def serve_request(self, message: dict) -> dict:
-        """Answer the worker's use of an object that stayed here: a public attribute, or a call."""
-        try:
-            target = self._deref(message.get("ref"))
-            if message.get("op") == "getattr":
-                name = str(message.get("name"))
-                if name.startswith("_") and name not in TRUSTED_DUNDERS:
-                    raise AttributeError(f"'{name}' is private")
-                return {"op": "value", "value": wire.encode(getattr(target, name), self._ref)}
-            if message.get("op") == "call" and callable(target):
-                args = wire.decode(message.get("args"), self._deref)
-                kwargs = wire.decode(message.get("kwargs"), self._deref)
-                return {"op": "value", "value": wire.encode(target(*args, **kwargs), self._ref)}
-            raise wire.NotPlainData(f"unknown request {str(message)[:60]}")
-        except Exception as exc:  # the learner's use of our object failed: tell them, keep grading
-            return {"op": "raise", "message": f"{type(exc).__name__}: {exc}"}
+        if sum(self.sizes) > MAX_RECEIVED_BYTES:  # what this exercise's conversation has made us hold
+            self.broken = True
+            raise WorkerGone(f"the worker sent over {MAX_RECEIVED_BYTES >> 20} MB in one exercise")
+        return message
 
     def exchange(self, message: dict) -> Any:
         """Send a request to the worker and wait for its answer, serving its object requests meanwhile."""
@@ -179,7 +249,7 @@ class LearnerFunction:
         if self.pid is None:
             raise WorkerGone("the grader does not know the worker's process, so it cannot time it")
         self.calls += repeat
-        self.exchange({"op": "hold", "args": wire.encode(list(args), self._ref)})
+        self.exchange({"op": "hold", "args": wire.encode(list(args), self._handed)})
         start = process_cpu_seconds(self.pid)
         self.exchange({"op": "repeat", "repeat": int(repeat)})
         seconds = process_cpu_seconds(self.pid) - start
@@ -187,8 +257,8 @@ class LearnerFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
-        return self.exchange({"op": "call", "args": wire.encode(list(args), self._ref),
-                              "kwargs": wire.encode(kwargs, self._ref)})
+        return self.exchange({"op": "call", "args": wire.encode(list(args), self._handed),
+                              "kwargs": wire.encode(kwargs, self._handed)})
 
 
 def run_check(sock: socket.socket, lesson: str, exercise: str, timeout_s: float,

@@ -33,12 +33,18 @@ from queue import Empty
 import pytest
 from nbformat import NotebookNode
 
+from mlsys_lab.course.checks import process_cpu_seconds
+from mlsys_lab.course.confinement import worker_environment
+
 SEGMENT_KEY = "mlsys_lab_segment"  # metadata key the grader puts on the first cell of each exercise
 SERVE_KEY = "mlsys_lab_serve"  # metadata of a serve cell: {"lesson": slug, "exercise": name}
 CHECK_GRACE_S = 2.0  # how long the check may go on after its serve cell ended (it then gets no answers)
 
 POLL_S = 0.25
 HARD_LIMIT_GRACE_S = 1.0
+CPU_POLL_S = 0.1  # how often the grader reads a worker's CPU clock while a cell runs
+MEMORY_ENV = "MLSYS_LAB_MEMORY_MB"
+_STARTED: list[int] = []  # every worker this process started (each leads a process group of its own)
 
 
 class KernelDied(RuntimeError):
@@ -69,12 +75,14 @@ def _await_reply(self, msg_id: str, timeout: float | None = None) -> None:
 
 
 def _death(manager) -> str:
-    """Why the kernel process ended, from its exit status (a CPU limit shows as SIGXCPU)."""
+    """Why the kernel process ended: the grader's CPU watchdog, a limit, or the learner's code."""
+    exceeded = getattr(manager, "cpu_exceeded", None)
+    if exceeded is not None:
+        return f"CPU time limit exceeded ({exceeded:g} s of CPU per exercise; --cpu-seconds)"
     process = getattr(getattr(manager, "provisioner", None), "process", None)
     code = process.poll() if process is not None else None
-    if code == -signal.SIGXCPU:
-        seconds = f'{float(os.environ.get("MLSYS_LAB_CPU_SECONDS", "nan")):g}'
-        return f"CPU time limit exceeded ({seconds} s of CPU per exercise; --cpu-seconds)"
+    if code == -signal.SIGSYS:
+        return "the kernel was stopped by the grader's system-call filter (a refused system call)"
     return "the kernel died while running this cell (a crash, os._exit, or the process was killed)"
 
 
@@ -126,10 +134,23 @@ def _start_worker_once(startup_timeout: float, kernel_name: str, **kwargs):
             return spec
 
     ours, theirs = socket.socketpair()
-    env = {**os.environ, "MLSYS_LAB_GRADING_FD": str(theirs.fileno()), "MALLOC_ARENA_MAX": "2"}
-    manager = KernelManager(kernel_name=kernel_name, kernel_spec_manager=WorkerSpecs())
-    manager.start_kernel(env=env, pass_fds=(theirs.fileno(),), **kwargs)
+    folder = os.path.realpath(kwargs.get("cwd") or os.getcwd())
+    env = worker_environment({"MLSYS_LAB_GRADING_FD": str(theirs.fileno()), "MALLOC_ARENA_MAX": "2",
+                              MEMORY_ENV: os.environ.get(MEMORY_ENV, "0")})
+    # The kernel's channels are Unix sockets in its folder (the worker may make no TCP socket at all).
+    ipc = os.path.join(folder, "kernel")
+    if len(ipc) > 96:  # a Unix socket's path holds 108 bytes, with "-<port>" after it
+        raise RuntimeError(f"the grading folder's path is too long for the kernel's sockets: {folder}")
+    # The worker's stderr (what its confinement held, why it died) goes to the grader's folder, out of its reach.
+    stderr_path = f"{folder}.worker.stderr"
+    manager = KernelManager(kernel_name=kernel_name, kernel_spec_manager=WorkerSpecs(), transport="ipc", ip=ipc)
+    kwargs.pop("stdout", None), kwargs.pop("stderr", None)  # nbval sends both to /dev/null
+    with open(stderr_path, "a") as stderr:
+        manager.start_kernel(env=env, pass_fds=(theirs.fileno(),), stdout=stderr, stderr=stderr, **kwargs)
     theirs.close()
+    process = getattr(manager.provisioner, "process", None)
+    if process is not None:
+        _STARTED.append(process.pid)
     manager.grading_socket = ours
     client = manager.client()
     client.start_channels()
@@ -142,9 +163,18 @@ def _start_worker_once(startup_timeout: float, kernel_name: str, **kwargs):
         manager.shutdown_kernel(now=True)
         ours.close()
         if code is not None:  # it exited: not a timeout
-            raise StartDied(f"{exc}, exit status {code}") from None
+            raise StartDied(f"{exc}, exit status {code}; its stderr ends: {_tail(stderr_path)}") from None
         raise
     return manager, client
+
+
+def _tail(path: str, lines: int = 6) -> str:
+    """The last lines of a worker's stderr, for a message."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return " | ".join(f.read().strip().splitlines()[-lines:]) or "(nothing)"
+    except OSError as exc:
+        return f"(unreadable: {exc})"
 
 
 def _stdout_only(outputs: list) -> list:
@@ -158,9 +188,8 @@ def pytest_configure(config: pytest.Config) -> None:
         from nbval.plugin import IPyNbCell
 
         RunningKernel.await_reply = _await_reply
-        nbval.kernel.start_new_kernel = _start_worker
-        os.environ["MLSYS_LAB_CPU_SECONDS"] = str(config.getoption("--grading-cpu-seconds"))
-        os.environ["MLSYS_LAB_MEMORY_MB"] = str(config.getoption("--grading-memory-mb"))
+        nbval.kernel.start_new_kernel = _start_grading_kernel
+        os.environ[MEMORY_ENV] = str(config.getoption("--grading-memory-mb"))
         compare = IPyNbCell.compare_outputs
 
         def compare_stdout(self, test, ref, skip_compare=None):
@@ -179,17 +208,24 @@ def _kernel_name(config: pytest.Config, notebook: NotebookNode) -> str:
     return config.option.nbval_kernel_name or notebook.metadata.get("kernelspec", {}).get("name", "python")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """At a segment start, replace a dead or timed-out kernel before nbval looks at it."""
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    """At a segment start: replace a dead or timed-out kernel before nbval looks at it, and once the kernel is
+    there (nbval starts the first one itself), start the exercise's CPU budget at its CPU clock now."""
+    cell = getattr(item, "cell", None)
+    segment = bool(item.config.getoption("--grading-report")) and cell is not None and SEGMENT_KEY in cell.metadata
+    if segment and item.parent.kernel is not None:
+        _replace_if_unfit(item)
+    yield
+    kernel = getattr(item.parent, "kernel", None)
+    if segment and kernel is not None:
+        kernel.km.cpu_start = _cpu_seconds(kernel.km)
+
+
+def _replace_if_unfit(item: pytest.Item) -> None:
     from nbval.kernel import RunningKernel
 
     notebook = item.parent
-    cell = getattr(item, "cell", None)
-    if not item.config.getoption("--grading-report") or cell is None or SEGMENT_KEY not in cell.metadata:
-        return  # not grading, or not a segment start
-    if notebook.kernel is None:
-        return  # the first cell: nbval starts the first kernel itself
     healthy = (notebook.kernel.is_alive() and not getattr(notebook.kernel, "exit_requested", False)
                and not getattr(notebook.kernel.km, "grading_broken", False))
     if healthy and not notebook.timed_out:
@@ -206,6 +242,46 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     notebook.kernel = RunningKernel(_kernel_name(item.config, notebook.nb), cwd=str(notebook.path.parent),
                                     startup_timeout=option.nbval_kernel_startup_timeout)
     notebook.timed_out = False
+
+
+def _cpu_seconds(manager) -> float | None:
+    """The worker's CPU clock, read from here (None when it is gone)."""
+    process = getattr(getattr(manager, "provisioner", None), "process", None)
+    try:
+        return process_cpu_seconds(process.pid) if process is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+def _watch_cpu(item: pytest.Item, stop: threading.Event) -> None:
+    """Kill the worker when the exercise's CPU time (since its segment began) passes ``--grading-cpu-seconds``.
+
+    The clock is read from outside, so nothing the learner's code does (ignoring SIGXCPU, changing limits)
+    stretches the budget, and each exercise gets the whole budget whatever the earlier ones spent.
+    """
+    manager = getattr(getattr(item.parent, "kernel", None), "km", None)
+    budget = item.config.getoption("--grading-cpu-seconds")
+    start = getattr(manager, "cpu_start", None)
+    if manager is None or start is None or budget <= 0:
+        return
+    while not stop.wait(CPU_POLL_S):
+        used = _cpu_seconds(manager)
+        if used is None:
+            return
+        if used - start > budget:
+            manager.cpu_exceeded = budget
+            manager.provisioner.process.kill()
+            return
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """No worker outlives grading: each one's process group is killed (a worker can make no process, but a
+    kernel that ignores the shutdown request must not stay)."""
+    for pid in _STARTED:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _kill_kernel(item: pytest.Item) -> None:
@@ -228,12 +304,15 @@ def pytest_runtest_call(item: pytest.Item):
     manager = item.parent.kernel.km if serve else None  # nbval may drop it when it stops a timed-out kernel
     grader = _start_check(item, serve, limit_s) if serve else None
     watchdog.start()
+    stop_cpu = threading.Event()
+    threading.Thread(target=_watch_cpu, args=(item, stop_cpu), daemon=True).start()
     failed = True
     try:
         outcome = yield
         failed = outcome.excinfo is not None
     finally:
         watchdog.cancel()
+        stop_cpu.set()
         if grader is not None:
             _finish_check(item, manager, grader, failed)
 
@@ -269,8 +348,13 @@ def _start_check(item: pytest.Item, serve: dict, limit_s: float) -> threading.Th
         try:
             item.verdict = run_check(sock, serve["lesson"], serve["exercise"], limit_s,
                                      str(item.path.parent), pid)
-        except Exception as exc:  # a bug of ours must not pass anyone: record it
+        except Exception as exc:  # a bug of ours (or no memory here) must not pass or fail anyone: record it
             item.verdict = (None, f"the grader failed: {type(exc).__name__}: {exc}", [])
+            item.grader_error = True  # set here only, never from what the worker sent or printed
+            try:  # a worker still waiting for requests gets EOF at once, not the cell timeout
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
@@ -310,6 +394,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         "stdout": "".join(o.get("text", "") for o in outputs
                           if o.get("output_type") == "stream" and o.get("name") == "stdout"),
         "message": "" if report.passed else _failure_message(item, call, report),
+        **_stop_fields(item, call, report),
     }
     if hasattr(item, "verdict"):
         verdict, why, used = item.verdict
@@ -318,3 +403,31 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         record["why"], record["used"] = why, used
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
+
+
+class KernelStartFailed(RuntimeError):
+    """The worker kernel could not be started: no code of the submission had run in it, so it is the grader's."""
+
+
+def _start_grading_kernel(*args, **kwargs):
+    """nbval's ``start_new_kernel``: :func:`_start_worker`, its failures marked as the grader's own."""
+    try:
+        return _start_worker(*args, **kwargs)
+    except Exception as exc:
+        raise KernelStartFailed(f"the worker kernel could not start: {exc}") from exc
+
+
+def _stop_fields(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> dict:
+    """How this cell stopped, from this process's own state (never from what the kernel printed).
+
+    ``timed_out``: this cell ran out of time (cells after it in the segment run as nbval's xfail);
+    ``died``: the kernel process ended while this cell ran; ``grader_error``: the grader failed, not the
+    submission (the check raised here, or a kernel could not start).
+    """
+    exc = call.excinfo.value if call.excinfo is not None else None
+    first_stop = call.when == "call" and not hasattr(report, "wasxfail")
+    return {
+        "timed_out": bool(first_stop and getattr(item.parent, "timed_out", False)),
+        "died": bool(first_stop and isinstance(exc, KernelDied)),
+        "grader_error": bool(getattr(item, "grader_error", False) or isinstance(exc, KernelStartFailed)),
+    }

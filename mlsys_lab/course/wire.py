@@ -7,9 +7,13 @@ decoder builds only the types above, from JSON, and never calls anything the oth
 object whose ``__eq__`` always answers True therefore cannot reach the grader's comparison: the worker
 can only send what JSON and ``.npy`` can say.
 
-A message is a 4-byte big-endian length and then that many bytes of UTF-8 JSON. A trusted object that
-must stay on the grader's side (a simulated network, a measuring function) is sent as a reference,
-``{"$ref": n}``; see :mod:`mlsys_lab.course.worker` for how the worker calls its methods back.
+A message is a 4-byte big-endian length and then that many bytes of UTF-8 JSON, at most
+:data:`MAX_MESSAGE_BYTES`, with at most :data:`MAX_ITEMS` JSON values (what the receiving side builds in
+memory grows with the number of values, not with the bytes: a list of ten million small numbers is 20 MB of
+JSON and half a gigabyte of Python objects). A trusted object that must stay on the grader's side (a
+simulated network, a measuring function) is sent as a reference, ``{"$ref": body}``, whose body the
+sending side chooses (the grader sends ``[n, [operations...]]``, the worker answers with ``n``); see
+:mod:`mlsys_lab.course.checks` for what the worker may do with one.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # arrays travel as base64 .npy strings: about 48 MB of data
+MAX_ITEMS = 1_000_000  # JSON values per message (numbers, strings, lists...): bounds what the receiver builds
 NUMBER_KINDS = "biufc"  # bool, int, unsigned, float, complex: no object, string or void dtypes
 
 
@@ -38,7 +43,8 @@ def _array_bytes(array: np.ndarray) -> str:
 
 
 def encode(value: Any, ref: Any = None) -> Any:
-    """``value`` as JSON-ready plain data; ``ref(obj) -> int`` names objects that stay behind (else refused)."""
+    """``value`` as JSON-ready plain data; ``ref(obj)`` gives the reference body of an object that stays
+    behind (it raises :class:`NotPlainData` for one that may not); without ``ref`` such objects are refused."""
     if value is None or type(value) in (bool, int, float, str):
         if type(value) is float and not np.isfinite(value):
             return {"$float": repr(value)}
@@ -91,8 +97,8 @@ def decode(data: Any, deref: Any = None) -> Any:
             return float(body)
         if tag == "$complex" and type(body) is list and len(body) == 2:
             return complex(float(body[0]), float(body[1]))
-        if tag == "$ref" and type(body) is int and deref is not None:
-            return deref(body)
+        if tag == "$ref" and deref is not None:
+            return deref(body)  # the receiving side validates the body
     raise NotPlainData(f"not plain data: {str(data)[:80]}")
 
 
@@ -113,13 +119,21 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def receive_message(sock: socket.socket) -> dict:
-    """Receive one JSON message; a malformed or oversized one raises ``NotPlainData``."""
+def receive_message(sock: socket.socket, sizes: list[int] | None = None) -> dict:
+    """Receive one JSON message; a malformed or oversized one raises ``NotPlainData``. ``sizes``, when given,
+    gets the message's length appended (before it is read: a budget counts what the sender announced)."""
     (length,) = struct.unpack(">I", _read_exactly(sock, 4))
+    if sizes is not None:
+        sizes.append(length)
     if length > MAX_MESSAGE_BYTES:
         raise NotPlainData(f"a message of {length} bytes is over the {MAX_MESSAGE_BYTES} byte limit")
+    body = _read_exactly(sock, length)
+    items = body.count(b",") + body.count(b":") + 1  # an upper bound on the JSON values (base64 has neither)
+    if items > MAX_ITEMS:
+        raise NotPlainData(f"a message of about {items} values is over the {MAX_ITEMS} value limit "
+                           "(send arrays, not lists of numbers)")
     try:
-        message = json.loads(_read_exactly(sock, length).decode("utf-8"))
+        message = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise NotPlainData(f"a message that is not JSON: {exc}") from None
     if type(message) is not dict:

@@ -13,22 +13,16 @@ back. The cases, the expected values and the verdict live in the grading process
 grading session (a learner running the notebook, an instructor's plain replay) :func:`serve` runs the
 check in this process and prints its verdict, as the course notebooks do.
 
-Confinement, applied by :func:`main` before the kernel starts (so every thread and child inherits it):
+Confinement, applied by :func:`main` before the kernel starts (:mod:`mlsys_lab.course.confinement`: Landlock
+for files and TCP, seccomp for processes, sockets, signals, limits and what root could use to get out, a network
+namespace, a minimal environment) holds whatever the learner's code does, and what held is printed on stderr.
+``RLIMIT_AS`` (memory, ``MLSYS_LAB_MEMORY_MB``) is set from the start; the CPU budget of each exercise is counted
+from outside, by the grader reading this process's CPU clock (:mod:`mlsys_lab.course.nbval_report`).
 
-- Linux Landlock (unprivileged, as root too): files may be read only under the Python installation,
-  ``/usr``, ``/lib*``, ``/etc`` and the ``mlsys_lab`` package *except* ``mlsys_lab/exercises`` (the
-  checks' reference implementations); read and written only in the kernel's own folder (its graded
-  notebook). The reference notebook, other submissions and the grader's reports are out of reach.
-  Signals to processes outside the kernel are refused (Landlock scopes, ABI 6). Where the kernel has no
-  Landlock the kernel says so on stderr and runs with the other guards only.
-- ``RLIMIT_AS`` (memory, ``MLSYS_LAB_MEMORY_MB``) from the start; ``RLIMIT_CPU`` per exercise, set by
-  :func:`start_segment` from ``MLSYS_LAB_CPU_SECONDS`` of CPU time beyond what the kernel already used
-  (start-up never counts). No file may be executed (Landlock grants no ``execve`` right).
-- An audit hook (:func:`sys.addaudithook`, which cannot be removed), armed by :func:`start_segment`,
-  refuses child processes (fork, exec, spawn, subprocess, system), changing resource limits, signals to
-  other processes, loading native code through ctypes except numba's JIT (:func:`_native_code_allowed`),
-  and importing ``mlsys_lab.exercises``. An audit hook is no sandbox on its own (CPython says so; numba's
-  JIT is itself native code); the verdict does not depend on it.
+Over that, an audit hook (:func:`sys.addaudithook`), armed by :func:`start_segment`, refuses child processes,
+changing resource limits, signals to other processes, loading native code through ctypes except numba's JIT
+(:func:`_native_code_allowed`), and importing ``mlsys_lab.exercises``, with messages a learner can read. It is
+no sandbox (CPython says so, and a cell can reach its flag): the verdict never depends on it.
 
 A timed check sends the arguments once (``hold``), has them used ``repeat`` times while the grader reads
 this process's CPU clock from outside, then fetches the last result (``last``; see ``cpu_seconds_of`` in
@@ -45,11 +39,11 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from mlsys_lab.course import wire
-from mlsys_lab.course.learner_code import learner_line
+from mlsys_lab.course import confinement, wire
 from mlsys_lab.course.library_answers import LIBRARY_ANSWERS
+from mlsys_lab.tracebacks import learner_line
 
-FD_ENV, CPU_ENV, MEMORY_ENV = "MLSYS_LAB_GRADING_FD", "MLSYS_LAB_CPU_SECONDS", "MLSYS_LAB_MEMORY_MB"
+FD_ENV, MEMORY_ENV = "MLSYS_LAB_GRADING_FD", "MLSYS_LAB_MEMORY_MB"
 REFUSED_EVENTS = frozenset({
     "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen",
     "pty.spawn", "resource.setrlimit", "resource.prlimit", "ctypes.dlopen", "ctypes.dlsym",
@@ -76,29 +70,83 @@ def _channel() -> socket.socket:
 
 
 class _Remote:
-    """An object that stayed on the grader's side: attribute reads and calls go back over the socket."""
+    """An object that stayed on the grader's side: the operations its exercise defines go back over the socket.
 
-    def __init__(self, ref: int) -> None:
-        object.__setattr__(self, "_ref", ref)
+    The grader says which names it offers (``ops``); anything else fails here, with the list.
+    """
+
+    def __init__(self, body: Any) -> None:
+        if (type(body) is not list or len(body) != 2 or type(body[0]) is not int or type(body[1]) is not list
+                or not all(type(name) is str for name in body[1])):
+            raise wire.NotPlainData(f"a malformed reference {str(body)[:40]}")
+        object.__setattr__(self, "_ref", body[0])
+        object.__setattr__(self, "_ops", frozenset(body[1]))
+
+    def _offers(self, name: str) -> None:
+        if name not in self._ops:
+            raise AttributeError(f"this grader-side object offers {sorted(self._ops)}, not {name!r}")
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self._offers(name)
+        return _request({"op": "call", "ref": self._ref, "name": name, "args": wire.encode(list(args), _as_ref),
+                         "kwargs": wire.encode(kwargs, _as_ref)})
 
     def __getattr__(self, name: str) -> Any:
-        return _request({"op": "getattr", "ref": self._ref, "name": name})
+        self._offers(name)
+        value = _request({"op": "getattr", "ref": self._ref, "name": name})
+        if value is _METHOD:
+            return lambda *args, **kwargs: self._call(name, *args, **kwargs)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a grader-side object's attributes cannot be set")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _request({"op": "call", "ref": self._ref, "args": wire.encode(list(args)),
-                         "kwargs": wire.encode(kwargs)})
+        return self._call("__call__", *args, **kwargs)
 
     def __len__(self) -> int:
-        return self.__getattr__("__len__")()
+        return self._call("__len__")
 
     def __getitem__(self, key: Any) -> Any:
-        return self.__getattr__("__getitem__")(key)
+        return self._call("__getitem__", key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self.__getattr__("__setitem__")(key, value)
+        self._call("__setitem__", key, value)
 
     def __iter__(self):
+        if "__iter__" in self._ops:
+            return self._call("__iter__")
         return iter([self[i] for i in range(len(self))])
+
+    def __next__(self) -> Any:
+        try:
+            return self._call("__next__")
+        except _GraderRaised as exc:
+            if exc.type_name == "StopIteration":
+                raise StopIteration from None
+            raise
+
+    def __repr__(self) -> str:
+        return f"<grader-side object offering {', '.join(sorted(self._ops))}>"
+
+
+_METHOD = object()  # what a getattr of a method answers: call it with "call"
+
+
+class _GraderRaised(RuntimeError):
+    """Using a grader-side object failed there (a wrong argument, a name it does not offer)."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+
+def _as_ref(obj: Any) -> int:
+    """A grader-side object passed back as an argument crosses as its reference; nothing else may."""
+    if isinstance(obj, _Remote):
+        return object.__getattribute__(obj, "_ref")
+    raise wire.NotPlainData(f"a {type(obj).__name__} is not plain data (numbers, strings, bools, None, "
+                            "NumPy arrays, and lists/tuples/dicts of these)")
 
 
 def _request(message: dict) -> Any:
@@ -107,7 +155,9 @@ def _request(message: dict) -> Any:
     wire.send_message(sock, message)
     reply = wire.receive_message(sock)
     if reply.get("op") == "raise":
-        raise RuntimeError(str(reply.get("message")))
+        raise _GraderRaised(str(reply.get("type")), str(reply.get("message")))
+    if reply.get("op") == "method":
+        return _METHOD
     return wire.decode(reply.get("value"), _Remote)
 
 
@@ -255,44 +305,16 @@ def _audit(event: str, args: tuple) -> None:
 
 
 def start_segment() -> None:
-    """Called by the grader's first cell of each exercise: arm the guards, start this exercise's CPU budget."""
+    """Called by the grader's first cell of each exercise: arm the guards; from the first exercise on, no socket
+    may be made (the kernel's own are open). The CPU budget is counted from outside (``nbval_report``)."""
     if not grading():
         return
-    cpu_seconds = float(os.environ.get(CPU_ENV, "0"))
-    if cpu_seconds > 0:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        budget = int(usage.ru_utime + usage.ru_stime + cpu_seconds) + 1
-        if not _armed[0]:  # once armed, setrlimit is refused to everyone, this function included
-            resource.setrlimit(resource.RLIMIT_CPU, (budget, resource.RLIM_INFINITY))
+    if not _armed[0]:
+        confinement.close_sockets()
     _armed[0] = True
 
 
-# ---------------------------------------------------------------- confinement at kernel start
-
-_SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
-FS_READ, FS_ALL = (1 << 2) | (1 << 3), (1 << 16) - 1  # read files and folders; no execve
-FILE_RIGHTS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)
-ABI_FS_BITS = {1: 13, 2: 14, 3: 15, 4: 15, 5: 16}
-
-
-class _PathBeneath(ctypes.Structure):
-    _pack_ = 1
-    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-
-def readable_paths(workdir: str) -> list[tuple[str, bool]]:
-    """(path, writable) pairs the confined kernel may use; everything else is out of reach."""
-    import mlsys_lab
-
-    package = os.path.dirname(mlsys_lab.__file__)
-    roots = {"/usr", "/lib", "/lib64", "/lib32", "/etc", "/bin", "/sbin", "/opt/conda",
-             sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    roots |= {p for p in sys.path if p and os.path.isdir(p) and not os.path.isdir(os.path.join(p, "mlsys_lab"))}
-    paths = [(p, False) for p in sorted(roots) if os.path.exists(p)]
-    paths += [(os.path.join(package, name), False) for name in sorted(os.listdir(package)) if name != "exercises"]
-    paths += [(workdir, True), ("/dev/null", True), ("/dev/urandom", False)]
-    return paths
-
+# ---------------------------------------------------------------- the kernel's start
 
 def jit_folders() -> list[str]:
     """The real paths (with a trailing separator) of the installed :data:`JIT_PACKAGES` (found, not imported)."""
@@ -303,65 +325,40 @@ def jit_folders() -> list[str]:
             for folder in spec.submodule_search_locations or []]
 
 
-def landlock_abi() -> int:
-    """The Landlock ABI version this Linux kernel offers (0: none, or not Linux)."""
-    numbers = _SYSCALLS.get(os.uname().machine)
-    if numbers is None or not sys.platform.startswith("linux"):
-        return 0
-    return max(ctypes.CDLL(None, use_errno=True).syscall(numbers[0], None, 0, 1), 0)
+def _no_subprocess_pipe() -> None:
+    """ipykernel listens on a TCP port of 127.0.0.1 for the output of processes the kernel forks; a worker may
+    make neither, and ZeroMQ aborts when the socket is refused, so that listener is not set up."""
+    from ipykernel.iostream import IOPubThread
 
+    def no_pipe(thread: IOPubThread) -> None:
+        thread._pipe_flag = False
 
-def landlock(workdir: str, extra_files: list[str]) -> str:
-    """Confine this process (and its future threads and children) to :func:`readable_paths`; say what happened."""
-    numbers = _SYSCALLS.get(os.uname().machine)
-    if numbers is None or not sys.platform.startswith("linux"):
-        return f"no Landlock on {sys.platform}/{os.uname().machine}: files are not confined"
-    create, add_rule, restrict = numbers
-    libc = ctypes.CDLL(None, use_errno=True)
-    abi = landlock_abi()
-    if abi < 1:
-        return f"this kernel has no Landlock (errno {ctypes.get_errno()}): files are not confined"
-    handled = FS_ALL & ((1 << ABI_FS_BITS.get(abi, 16)) - 1)
-    scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets and signals stay inside the domain
-    attr = (ctypes.c_uint64 * 3)(handled, 0, scoped)
-    ruleset = libc.syscall(create, ctypes.byref(attr), ctypes.sizeof(ctypes.c_uint64) * (3 if abi >= 6 else 1), 0)
-    if ruleset < 0:
-        return f"Landlock ruleset refused (errno {ctypes.get_errno()}): files are not confined"
-    for path, writable in readable_paths(workdir) + [(f, False) for f in extra_files]:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            continue
-        rights = (handled if writable else FS_READ) & handled
-        if not os.path.isdir(path):
-            rights &= FILE_RIGHTS
-        rule = _PathBeneath(rights, fd)
-        libc.syscall(add_rule, ruleset, 1, ctypes.byref(rule), 0)
-        os.close(fd)
-    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, required by landlock_restrict_self
-    if libc.syscall(restrict, ruleset, 0) != 0:
-        return f"landlock_restrict_self failed (errno {ctypes.get_errno()}): files are not confined"
-    os.close(ruleset)
-    return f"Landlock ABI {abi}: files confined to the kernel's folder and the Python installation"
+    IOPubThread._setup_pipe_in = no_pipe
 
 
 def main(argv: list[str]) -> None:
-    """Kernel launcher of a graded run: confine, set the memory limit, then start the IPython kernel."""
+    """Kernel launcher of a graded run: confine (:mod:`~mlsys_lab.course.confinement`), set the memory limit,
+    then start the IPython kernel. What held is printed on stderr, which the grader keeps."""
     import runpy
 
+    network = confinement.network_namespace()  # before any thread exists (a user namespace needs that)
     workdir = os.getcwd()
-    os.environ.update(TMPDIR=workdir, MPLCONFIGDIR=os.path.join(workdir, ".matplotlib"),
+    os.environ.update(HOME=workdir, TMPDIR=workdir, MPLCONFIGDIR=os.path.join(workdir, ".matplotlib"),
                       IPYTHONDIR=os.path.join(workdir, ".ipython"))
     connection = argv[argv.index("-f") + 1] if "-f" in argv else None
     import mlsys_lab.backend  # noqa: F401  (load the array module before the files close)
 
-    print(f"[grading worker] {landlock(workdir, [connection] if connection else [])}", file=sys.stderr)
+    files = confinement.landlock(workdir, [connection] if connection else [])
     memory_mb = int(os.environ.get(MEMORY_ENV, "0"))
     if memory_mb > 0:
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+    calls = confinement.seccomp("unix")
+    for held, text in (files, calls, network):
+        print(f"[grading worker] {'held' if held else 'NOT held'}: {text}", file=sys.stderr, flush=True)
     from mlsys_lab.course import worker  # this file runs as __main__: arm the copy the cells import
 
     worker._jit_folders[:] = jit_folders()
+    _no_subprocess_pipe()
     sys.addaudithook(worker._audit)
     sys.argv = ["ipykernel_launcher", *argv]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)

@@ -9,7 +9,7 @@ never from what the search says about itself.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -28,6 +28,9 @@ class RecordingMeasure:
     ``seconds`` is indexed by the configuration: an int for a table (``seconds[i]``), a tuple of value indices
     for a grid over knobs (``seconds[i0, i1, ...]``, ``grid=True``).
     """
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({"__call__"})
 
     def __init__(self, seconds: np.ndarray, grid: bool = False) -> None:
         self.seconds = np.asarray(seconds, dtype=float)

@@ -12,19 +12,22 @@ exercise runs on a :class:`TwoLevelNetwork`, which books each rank's bytes to NV
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
 from mlsys_lab.collectives import cost
 from mlsys_lab.collectives.network import Network, TwoLevelNetwork
-from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.exercises import Case, check, is_number, rng
 
 MARK = 1000.0  # added to every value in transit on the marked network (the inputs are of order 1)
 
 
 class _MarkingNetwork(Network):
     """A :class:`Network` that records who talked to whom each round and can add ``mark`` to what it delivers."""
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({"exchange", "n_ranks", "steps"})
 
     def __init__(self, n_ranks: int, mark: float = 0.0) -> None:
         super().__init__(n_ranks)
@@ -40,6 +43,11 @@ class _MarkingNetwork(Network):
 
 class _MarkingTwoLevelNetwork(TwoLevelNetwork):
     """A :class:`TwoLevelNetwork` that can add ``mark`` to what it delivers (see :class:`_MarkingNetwork`)."""
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({
+        "exchange", "n_ranks", "steps", "n_nodes", "gpus_per_node", "node_of",
+    })
 
     def __init__(self, n_nodes: int, gpus_per_node: int, mark: float = 0.0) -> None:
         super().__init__(n_nodes, gpus_per_node)
@@ -366,4 +374,5 @@ def check_allreduce_time(fn: Callable) -> None:
         expected = float(cost.allreduce_time(algorithm, n_bytes, p, alpha, beta))
         label = f"{algorithm}, n={n_bytes:.4g} B, p={p}, α={alpha:.3g}, β={beta:.3g}"
         cases.append(Case(label, (algorithm, n_bytes, p, alpha, beta), expected=expected))
-    check("allreduce_time", fn, cases, compare=lambda got, exp: np.isclose(float(got), exp, rtol=1e-6, atol=0))
+    check("allreduce_time", fn, cases,
+          compare=lambda got, exp: is_number(got) and bool(np.isclose(float(got), exp, rtol=1e-6, atol=0)))

@@ -7,6 +7,8 @@ checking side records what the learner's dispatch sent, so the byte budget is ne
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
@@ -201,6 +203,9 @@ class AllToAllGroup:
 
     Each call is recorded (on the checking side) with the rows every rank sent to each other rank.
     """
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({"all_to_all", "n_ranks"})
 
     def __init__(self, n_ranks: int) -> None:
         self.n_ranks = n_ranks

@@ -12,6 +12,7 @@ live in modules of their own and are re-exported here.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import ClassVar
 
 import numpy as np
 
@@ -125,6 +126,9 @@ class RecordingGroup:
     The learner calls ``group.all_reduce(buffers)`` (and may call ``all_gather`` / ``reduce_scatter``);
     each returns the per-rank results of :mod:`mlsys_lab.parallelism.comm`. The check reads ``calls``.
     """
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({"all_reduce", "all_gather", "reduce_scatter", "n_ranks"})
 
     def __init__(self, n_ranks: int) -> None:
         self.n_ranks = n_ranks

@@ -10,7 +10,7 @@ says, and each started as early as those rules allow (the step no longer than th
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from mlsys_lab.exercises import Case, check, rng
 
 class AllreduceCost:
     """Seconds of a ring all-reduce of ``n_bytes`` over ``n_ranks``: α·2(p−1) + 2(p−1)/p·n·β (α, β private)."""
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({"__call__"})
 
     def __init__(self, alpha: float, beta: float, n_ranks: int) -> None:
         self._alpha, self._beta, self._p = float(alpha), float(beta), int(n_ranks)

@@ -12,7 +12,7 @@ other ranks' gradients itself, comes out unmarked.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -34,6 +34,11 @@ class ShardedGroup:
     * ``reduce_scatter(buffers)``: one 1-D array per rank of N·k elements; returns rank r's slice r of the sum.
     * ``all_reduce(buffers)``: every rank gets the sum (2× a reduce-scatter's bytes).
     """
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({
+        "all_gather", "free", "reduce_scatter", "all_reduce", "n_ranks",
+    })
 
     def __init__(self, layer_shards: list[list[np.ndarray]], mark: float = 1.0) -> None:
         self.n_ranks = len(layer_shards[0])

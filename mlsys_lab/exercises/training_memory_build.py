@@ -6,6 +6,8 @@ against, on the grading side only (a graded worker may not import ``mlsys_lab.ex
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from mlsys_lab import backend
@@ -24,6 +26,9 @@ class Fp16Backward:
     become inf and entries below 2⁻²⁴ ≈ 6·10⁻⁸ flush to zero; ``nan_steps`` return a NaN whatever the scale (a bad
     batch). Records every call, so the check sees which scale the learner really used.
     """
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({"__call__"})
 
     def __init__(self, true_grads: np.ndarray, nan_steps: frozenset[int] = frozenset()) -> None:
         self._grads = np.asarray(true_grads, dtype=np.float64)  # (n_steps, d)

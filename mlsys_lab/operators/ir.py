@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -47,6 +47,9 @@ FUSABLE = frozenset(UNARY + BINARY)
 @dataclass
 class Node:
     """One operator application: ``name = op(*inputs, **attrs)`` producing a tensor of ``shape``."""
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({"name", "op", "inputs", "shape", "dtype", "attrs"})
 
     name: str
     op: str
@@ -83,6 +86,11 @@ class Node:
 @dataclass
 class Graph:
     """Nodes in a valid execution order; ``inputs`` and ``outputs`` are node names."""
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({
+        "nodes", "inputs", "outputs", "node", "users", "bytes_moved", "n_kernels", "op_counts",
+    })
 
     nodes: list[Node]
     inputs: list[str]

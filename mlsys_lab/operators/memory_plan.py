@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from mlsys_lab.validation import check_int, check_sequence, check_str, check_typ
 @dataclass(frozen=True)
 class Interval:
     """Tensor ``name`` of ``n_bytes`` is live during steps ``start`` .. ``end`` inclusive."""
+
+    # What a learner's function may use when this object stays on the grader's side (course/checks.py).
+    LEARNER_OPERATIONS: ClassVar[frozenset[str]] = frozenset({"name", "start", "end", "n_bytes", "overlaps"})
 
     name: str
     start: int
