@@ -1,6 +1,7 @@
 # The course's commands. A fresh machine needs only Python 3.10+ (and make).
-#   make lab     install the course into .venv and open JupyterLab on the start page
-#   make test    install the course with its test extras and run every test (unit + notebooks under nbval)
+#   make lab       install the course into .venv and open JupyterLab on the start page
+#   make test-all  install the course with its test extras and run every test (unit + notebooks under nbval); CI
+#   make test      the developer's quick lane: the same, less the tests marked exhaustive and catalogue seeds 5-49
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -11,7 +12,7 @@ LAB_FLAGS ?=
 # JupyterLab refuses to run as root (containers, classroom VMs) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test test-unit test-notebooks test-gpu execute student grade bench clean
+.PHONY: lab test test-all test-unit test-notebooks test-gpu execute student grade bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,10 +28,15 @@ $(VENV)/.course-test: pyproject.toml | $(BIN)/python
 	@touch $@ $(VENV)/.course
 
 lab: $(VENV)/.course
-	$(BIN)/jupyter lab --ServerApp.port=$(PORT) $(ROOT_FLAG) $(LAB_FLAGS) notebooks/00_start_here.ipynb
+	$(BIN)/jupyter lab --ServerApp.port=$(PORT) $(ROOT_FLAG) $(LAB_FLAGS) notebooks/student/00_start_here.ipynb
 
+# Both lanes run every kind of test; test-all adds the repetitions: every lesson graded, every handout in the
+# browser, every seed of the wrong-answer catalogues (tests/lanes.py). test prints what it left out.
 test: $(VENV)/.course-test
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile --nbval-lax --nbval-current-env -q -rs tests notebooks
+
+test-all: $(VENV)/.course-test
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile --nbval-lax --nbval-current-env -q -rs --exhaustive tests notebooks
 
 test-unit: $(VENV)/.course-test
 	$(BIN)/python -m pytest -q tests

@@ -11,6 +11,9 @@ the mechanism), and hands them to :func:`catalogue_tests`:
     })]
     test_reference_passes, test_wrong_fails = catalogue_tests(CATALOGUES)
 
+Both tests run on all of a catalogue's seeds under ``make test-all`` (``pytest --exhaustive``); the quick lane,
+``make test``, runs every reference and every wrong implementation on the first few seeds (``tests/lanes.py``).
+
 A check that lets a wrong answer through on some seed decides on cases that do not separate right from
 wrong: the fix is in the check's cases (draw the boundary, every dtype, ties), not in the catalogue.
 """
@@ -54,10 +57,11 @@ def verdict(check: Callable[[Callable], None], fn: Callable, seed: int) -> Verdi
     return verdicts[0]
 
 
-def seeds_where(catalogue: Catalogue, fn: Callable, status: str) -> list[tuple[int, str]]:
-    """(seed, verdict line) for every seed on which the check's verdict on ``fn`` is not ``status``."""
+def seeds_where(catalogue: Catalogue, fn: Callable, status: str, seeds: range | None = None) -> list[tuple[int, str]]:
+    """(seed, verdict line) for every seed (of ``seeds``, default all the catalogue's) on which the check's verdict
+    on ``fn`` is not ``status``."""
     out = []
-    for seed in catalogue.seeds:
+    for seed in catalogue.seeds if seeds is None else seeds:
         v = verdict(catalogue.check, fn, seed)
         if v.status != status:
             out.append((seed, v.line))
@@ -65,23 +69,26 @@ def seeds_where(catalogue: Catalogue, fn: Callable, status: str) -> list[tuple[i
 
 
 def catalogue_tests(catalogues: list[Catalogue]) -> tuple[Callable, Callable]:
-    """Two parametrized tests: the reference passes every seed; each wrong implementation fails every seed."""
+    """Two parametrized tests: the reference passes every seed; each wrong implementation fails every seed.
+
+    ``catalogue_seeds`` (a fixture of ``tests/lanes.py``): None for all the seeds, or how many of the first to run."""
     by_name = {c.name: c for c in catalogues}
     wrong_ids = [(c.name, label) for c in catalogues for label in c.wrong]
 
     @pytest.mark.parametrize("name", list(by_name))
-    def test_reference_passes_every_seed(name):
+    def test_reference_passes_every_seed(name, catalogue_seeds):
         catalogue = by_name[name]
         assert len(catalogue.wrong) >= MIN_WRONG, f"{name}: only {len(catalogue.wrong)} wrong implementations"
-        missed = seeds_where(catalogue, catalogue.reference, PASS)
+        missed = seeds_where(catalogue, catalogue.reference, PASS, catalogue.seeds[:catalogue_seeds])
         assert not missed, (f"{name}: the reference fails on {len(missed)} seeds, "
                             f"e.g. seed {missed[0][0]}: {missed[0][1]}")
 
     @pytest.mark.parametrize(("name", "label"), wrong_ids, ids=[f"{n}-{w}" for n, w in wrong_ids])
-    def test_wrong_fails_every_seed(name, label):
+    def test_wrong_fails_every_seed(name, label, catalogue_seeds):
         catalogue = by_name[name]
-        passed = seeds_where(catalogue, catalogue.wrong[label], FAIL)
-        assert not passed, (f"{name}: '{label}' is not rejected on {len(passed)} of {len(catalogue.seeds)} "
+        seeds = catalogue.seeds[:catalogue_seeds]
+        passed = seeds_where(catalogue, catalogue.wrong[label], FAIL, seeds)
+        assert not passed, (f"{name}: '{label}' is not rejected on {len(passed)} of {len(seeds)} "
                             f"seeds, e.g. seed {passed[0][0]}: {passed[0][1]}")
 
     return test_reference_passes_every_seed, test_wrong_fails_every_seed

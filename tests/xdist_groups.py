@@ -1,4 +1,4 @@
-"""How the suite is shared between pytest-xdist workers (``make test`` runs ``-n 2 --dist loadfile``).
+"""How the suite is shared between pytest-xdist workers (``make test``, ``make test-all``: ``-n 2 --dist loadfile``).
 
 Under ``--dist loadfile`` every test runs on one worker with the rest of its file: a file's module fixtures
 are built once, and a notebook's cells run in order in one kernel. This plugin refines that in two ways:

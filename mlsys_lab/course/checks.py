@@ -10,7 +10,8 @@ only for what the exercise defines: the names the object's class lists in ``LEAR
 call of a plain function the check handed in. A result that is not plain data crosses only when it is such
 an object too: an array of bytes, a file object or a bound method of anything else never becomes reachable
 (an ``ndarray`` reached by reference would offer ``tofile``, a way to write any file the grader can).
-The verdict is the ``Verdict`` object the check computed in this process (:data:`mlsys_lab.exercises.VERDICT_SINK`), never text the worker printed.
+The verdict is the ``Verdict`` object the check computed in this process
+(:data:`mlsys_lab.exercises.VERDICT_SINK`), never text the worker printed.
 A check that times the learner's function asks :meth:`LearnerFunction.cpu_seconds_of`, which reads the
 worker's CPU clock from here (:func:`process_cpu_seconds`, by the pid nbval started), not a number the
 worker reports.
@@ -184,7 +185,9 @@ class LearnerFunction:
                     result = method(*args, **kwargs)
                 return {"op": "value", "value": wire.encode(result, self._returned)}
             raise wire.NotPlainData(f"unknown request {str(message)[:60]}")
-        except Exception as exc:  # the learner's use of our object failed: tell them, keep grading
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # the learner's use of our object failed (or a check's kill): tell them
             return {"op": "raise", "type": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}"[:500]}
 
     def receive(self) -> dict:
@@ -226,18 +229,6 @@ class LearnerFunction:
                 continue
             self.broken = True
             raise WorkerGone(f"the worker sent '{str(op)[:40]}' instead of an answer")
-
-    def run_writer(self, path: Any, chunks: list[bytes], pause_after: int | None) -> list[str]:
-        """Have the worker fork the learner's writer on ``path`` (in its folder) and kill it after
-        ``pause_after`` chunks; the lines its child reported (fsync, rename, paused, done, raised ...).
-
-        The file it leaves is inspected here; the fsync/rename lines are the worker's own account.
-        """
-        lines = self.exchange({"op": "writer", "path": str(path), "chunks": wire.encode(list(chunks)),
-                               "pause_after": pause_after})
-        if type(lines) is not list or not all(type(line) is str for line in lines):
-            raise WorkerGone("the worker's writer report is not a list of lines")
-        return lines
 
     def cpu_seconds_of(self, args: tuple, repeat: int) -> tuple[float, Any]:
         """(CPU seconds the worker spent on ``repeat`` calls ``fn(*args)``, the last call's result).

@@ -20,19 +20,17 @@ cannot undo (each layer holds even when the code turns off the worker's Python-l
 - **the environment**, :func:`worker_environment`: what Python and the GPU need, nothing else (no tokens, no
   check seed).
 
-:func:`probe` runs a small confined process that tries each thing a worker must not do and reports which
-layers held; ``mlsys-lab grade --self-test`` prints it and ``--require-confinement`` refuses to grade
-without every layer.
+:func:`mlsys_lab.course.protections.probe_protections` runs a small confined process that tries each thing a
+worker must not do and reports which layers held; ``mlsys-lab grade --self-test`` prints it and
+``--require-confinement`` refuses to grade without every layer.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import site
 import struct
-import subprocess
 import sys
 
 # ---------------------------------------------------------------- the environment
@@ -41,8 +39,17 @@ KEPT_VARIABLES = (
     "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE",
     "PYTHONUSERBASE", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "CUDA_PATH", "CUDA_HOME",
     "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUPY_CACHE_DIR", "MLSYS_LAB_BACKEND", "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "MPLBACKEND",
+    "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "MPLBACKEND", "MLSYS_LAB_WORKER_CONFINEMENT",
 )
+# ``off`` makes every layer stand down, as on a machine that offers none (macOS, an old kernel, a locked-down
+# container): for testing how grading behaves there. The probe then reports each layer as not held.
+SWITCH = "MLSYS_LAB_WORKER_CONFINEMENT"
+
+
+def _switched_off() -> tuple[bool, str] | None:
+    if os.environ.get(SWITCH, "on") == "off":
+        return False, f"turned off ({SWITCH}=off)"
+    return None
 
 
 def worker_environment(extra: dict[str, str], base: dict[str, str] | None = None) -> dict[str, str]:
@@ -83,11 +90,35 @@ def import_folders() -> list[str]:
     return sorted(p for p in folders if os.path.isdir(p))
 
 
+def installed_entries(folder: str) -> list[str]:
+    """The entries of ``folder`` that installed distributions put there (their ``RECORD`` or ``top_level.txt``),
+    with the ``.dist-info``/``.egg-info`` folders themselves: what a ``pip install --target`` folder holds, and
+    nothing of a source checkout's (its notebooks, its tests, the solved lessons)."""
+    names: set[str] = set()
+    for entry in os.listdir(folder):
+        meta = os.path.join(folder, entry)
+        if entry.endswith(".dist-info") and os.path.isfile(os.path.join(meta, "RECORD")):
+            with open(os.path.join(meta, "RECORD"), encoding="utf-8", errors="replace") as f:
+                names |= {line.split(",", 1)[0].replace("\\", "/").split("/", 1)[0] for line in f if line.strip()}
+            names.add(entry)
+        elif entry.endswith(".egg-info"):
+            top = os.path.join(meta, "top_level.txt")
+            if os.path.isfile(top):
+                with open(top, encoding="utf-8", errors="replace") as f:
+                    names |= {line.strip() for line in f if line.strip()}
+            names.add(entry)
+    found = {name for name in names if name and not name.startswith("..") and name != "mlsys_lab"}
+    found |= {f"{name}.py" for name in found} | {n for n in os.listdir(folder) if n.endswith(".pth")}
+    return sorted(os.path.join(folder, name) for name in found if os.path.lexists(os.path.join(folder, name)))
+
+
 def readable_paths(workdir: str) -> list[tuple[str, bool]]:
     """(path, writable) pairs the confined worker may use; everything else is out of reach.
 
-    A folder on ``sys.path`` that holds ``mlsys_lab`` (a source checkout, a ``pip install --target`` folder)
-    is opened entry by entry, so that its other packages are readable and ``mlsys_lab/exercises`` is not.
+    A folder on ``sys.path`` that holds ``mlsys_lab`` (a source checkout on ``PYTHONPATH``, a ``pip install
+    --target`` folder) is opened only for what installed distributions put there (:func:`installed_entries`),
+    so that its other packages are readable and neither ``mlsys_lab/exercises`` nor a checkout's solved
+    notebooks and tests are.
     """
     import mlsys_lab
 
@@ -98,13 +129,8 @@ def readable_paths(workdir: str) -> list[tuple[str, bool]]:
         real = os.path.realpath(folder)
         if real == package or real.startswith(package + os.sep):
             continue
-        if package.startswith(real + os.sep) and real != parent:  # an ancestor further up: its other entries
-            paths += [(os.path.join(real, name), False) for name in sorted(os.listdir(real))
-                      if not package.startswith(os.path.join(real, name) + os.sep)
-                      and os.path.join(real, name) != package]
-            continue
-        if real == parent:
-            paths += [(os.path.join(real, name), False) for name in sorted(os.listdir(real)) if name != "mlsys_lab"]
+        if real == parent or package.startswith(real + os.sep):  # holds the course: installed entries only
+            paths += [(entry, False) for entry in installed_entries(real) if not package.startswith(entry + os.sep)]
             continue
         paths.append((folder, False))
     paths += [(os.path.join(package, name), False) for name in sorted(os.listdir(package)) if name != "exercises"]
@@ -127,6 +153,8 @@ def landlock_abi() -> int:
 
 def landlock(workdir: str, extra_files: list[str]) -> tuple[bool, str]:
     """Confine this process (and its future threads) to :func:`readable_paths`: (held, what happened)."""
+    if _switched_off():
+        return _switched_off()
     numbers = _LANDLOCK_SYSCALLS.get(os.uname().machine)
     if numbers is None or not sys.platform.startswith("linux"):
         return False, f"no Landlock on {sys.platform}/{os.uname().machine}: files are not confined"
@@ -169,6 +197,8 @@ CLONE_NEWNET, CLONE_NEWUSER = 0x40000000, 0x10000000
 
 def network_namespace() -> tuple[bool, str]:
     """Move this process into a new, empty network namespace (call before any thread starts)."""
+    if _switched_off():
+        return _switched_off()
     if not sys.platform.startswith("linux"):
         return False, f"no network namespaces on {sys.platform}"
     libc = _libc()
@@ -311,6 +341,8 @@ class _Fprog(ctypes.Structure):
 
 def seccomp(sockets: str = "unix") -> tuple[bool, str]:
     """Install :func:`seccomp_program` on every thread of this process (filters stack: each one only takes away)."""
+    if _switched_off():
+        return _switched_off()
     if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
         return False, f"no seccomp filter for {sys.platform}/{os.uname().machine}: system calls are not filtered"
     code = seccomp_program(os.getpid(), sockets)
@@ -327,74 +359,3 @@ def seccomp(sockets: str = "unix") -> tuple[bool, str]:
 def close_sockets() -> tuple[bool, str]:
     """From the first exercise on, no socket may be made at all (the kernel's own are open by then)."""
     return seccomp("none")
-
-
-# ---------------------------------------------------------------- what held on this machine
-
-PROBE_CHECKS = ("files", "network", "processes", "environment")
-
-
-def probe(timeout_s: float = 60.0) -> dict[str, dict]:
-    """Start a confined process like a worker and have it try what a worker must not do.
-
-    Returns ``{layer: {"held": bool, "detail": str}}`` for :data:`PROBE_CHECKS`, as seen from the outside:
-    the probe's report is this module's own code running in the confined process, with no learner code.
-    """
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="mlsys_lab_probe_") as folder:
-        secret = os.path.join(os.path.dirname(folder), f"mlsys_lab_probe_secret_{os.getpid()}")
-        with open(secret, "w") as f:
-            f.write("secret")
-        try:
-            env = worker_environment({}, base={**os.environ, "MLSYS_LAB_GRADER_TOKEN_PROBE": "a secret"})
-            done = subprocess.run([sys.executable, "-m", "mlsys_lab.course.confinement", "--probe", secret],
-                                  cwd=folder, env=env,
-                                  capture_output=True, text=True, timeout=timeout_s)
-        finally:
-            os.unlink(secret)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {name: {"held": False, "detail": f"the probe failed: {detail}"} for name in PROBE_CHECKS}
-    return json.loads(lines[-1])
-
-
-def _probe_main(secret: str) -> None:
-    """The confined side of :func:`probe` (``python -m mlsys_lab.course.confinement --probe SECRET``)."""
-    import socket
-
-    steps = {"network namespace": network_namespace(), "landlock": landlock(os.getcwd(), []),
-             "seccomp": seccomp("unix")}
-    report: dict[str, dict] = {}
-    try:
-        open(secret).read()
-        files = (False, "read a file outside the worker's folder")
-    except OSError:
-        files = (True, steps["landlock"][1])
-    report["files"] = {"held": files[0], "detail": files[1]}
-    try:
-        sock = socket.create_connection(("127.0.0.1", 9), timeout=2)
-        sock.close()
-        network = (False, "connected to 127.0.0.1")
-    except OSError as exc:  # refused by seccomp (EACCES), Landlock, or no route in an empty namespace
-        held = [text for ok, text in (steps["seccomp"], steps["network namespace"]) if ok]
-        network = (bool(held) or exc.errno == EACCES, "; ".join(held) or f"connect failed: {exc}")
-    report["network"] = {"held": network[0], "detail": network[1]}
-    try:
-        pid = os.fork()
-        if pid == 0:
-            os._exit(0)
-        os.waitpid(pid, 0)
-        processes = (False, "forked a child process")
-    except OSError:
-        processes = (True, steps["seccomp"][1])
-    report["processes"] = {"held": processes[0], "detail": processes[1]}
-    leaked = [name for name in os.environ if "TOKEN" in name]
-    report["environment"] = {"held": not leaked, "detail": "minimal environment" if not leaked
-                             else f"inherited {leaked}"}
-    print(json.dumps(report))
-
-
-if __name__ == "__main__" and sys.argv[1:2] == ["--probe"]:
-    _probe_main(sys.argv[2])

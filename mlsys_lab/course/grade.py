@@ -18,7 +18,8 @@ Trust nothing in a submission but the source of its exercise cells, and let no c
    verdict is the check's own ``Verdict`` object. It restarts a killed or hung kernel at the next segment,
    so a crash, an exit, an endless loop or a limit fails that exercise only.
 
-An exercise passes when its cell ran without error and the check, run in the grading process, passed.
+An exercise passes when its cell ran without error and the check, run in the grading process, passed; it is
+*not graded* when the grader failed rather than the submission (:mod:`mlsys_lab.course.results`).
 Nothing the learner's code prints is read.
 """
 
@@ -31,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -49,6 +50,7 @@ from mlsys_lab.course.notebook_cells import (
     replace_solutions,
     stdout_text,
 )
+from mlsys_lab.course.results import ORIGIN_KEY, ExerciseResult, SubmissionResult, segment_result
 from mlsys_lab.exercises import PASS, TODO
 
 NBVAL_MARKER = re.compile(r"^\s*#+\s*(NBVAL_\w+|PYTEST_VALIDATE_IGNORE_OUTPUT)\s*$")
@@ -63,41 +65,6 @@ SERVE_CELL = """from mlsys_lab.course.worker import serve
 serve({lesson!r}, {exercise!r}, {function})"""
 DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB = 60.0, 4096
 KERNEL_START_S = 300  # a kernel's start-up is not the learner's time: wait long on a loaded machine
-
-
-@dataclass(frozen=True)
-class ExerciseResult:
-    passed: bool
-    message: str
-    # Lesson functions that answer this exercise and that the submission called or names
-    # ("mlsys_lab.fault_tolerance.reliability.expected_goodput"): flagged, not failed (README, instructor guide).
-    used: tuple[str, ...] = ()
-    # A kernel exercise's performance on a pass ("71% of copy bandwidth"), computed by its check; else "".
-    figure: str = ""
-
-    @property
-    def flag(self) -> str:
-        return "; ".join(f"used `{name}`" for name in self.used)
-
-
-@dataclass
-class SubmissionResult:
-    submission: str
-    exercises: dict[str, ExerciseResult] = field(default_factory=dict)
-
-    @property
-    def score(self) -> int:
-        return sum(r.passed for r in self.exercises.values())
-
-    @property
-    def max_score(self) -> int:
-        return len(self.exercises)
-
-    def to_json(self) -> dict:
-        return {"submission": self.submission, "score": self.score, "max_score": self.max_score,
-                "exercises": {name: {"passed": r.passed, "message": r.message, "used": list(r.used),
-                                     "figure": r.figure}
-                              for name, r in self.exercises.items()}}
 
 
 @dataclass(frozen=True)
@@ -157,14 +124,16 @@ def exercise_segment(reference: Reference, sources: dict[str, str], exercise: Ex
     target = code.index(exercise.exercise_cell)
     if context not in ("slice", "all"):
         raise ValueError(f"context must be 'slice' or 'all', got {context!r}")
-    readers = [sources_in_order[target], ref_cells[exercise.exercise_cell].source,
-               ref_cells[exercise.check_cell].source]
+    # In the order they run: the submitted cell, then the check (the reference's solution, never run, last).
+    readers = [sources_in_order[target], ref_cells[exercise.check_cell].source,
+               ref_cells[exercise.exercise_cell].source]
     chosen = needed_cells(sources_in_order, target, readers, learner_cells)
     if context == "all":  # every reference cell before it; other learner cells still only when needed
         chosen = sorted(set(chosen) | {p for p in range(target) if p not in learner_cells})
     cells = [nbformat.v4.new_code_cell(SETUP_CELL, metadata={SEGMENT_KEY: exercise.name})]
-    cells += [nbformat.v4.new_code_cell(sources_in_order[p], metadata=dict(ref_cells[code[p]].metadata))
-              for p in [*chosen, target]]
+    cells += [nbformat.v4.new_code_cell(sources_in_order[p], metadata={**ref_cells[code[p]].metadata, ORIGIN_KEY: {
+        "cell": code[p], "count": ref_cells[code[p]].get("execution_count"),
+        "exercise": by_cell[code[p]].name if code[p] in by_cell else None}}) for p in [*chosen, target]]
     cells.append(serve_cell(reference, exercise))
     return cells
 
@@ -202,8 +171,10 @@ def graded_notebook(reference: Reference, sources: dict[str, str], exercises: li
 
 def _run_nbval(paths: list[Path], workdir: Path, timeout_s: float, jobs: int,
                check_cells: dict[str, set[int]], show_progress: bool,
-               cpu_seconds: float = DEFAULT_CPU_SECONDS, memory_mb: int = DEFAULT_MEMORY_MB) -> list[dict]:
-    """Run nbval over the notebooks in ``jobs`` pytest processes; return the per-cell records.
+               cpu_seconds: float = DEFAULT_CPU_SECONDS,
+               memory_mb: int = DEFAULT_MEMORY_MB) -> tuple[list[dict], dict[str, str]]:
+    """Run nbval over the notebooks in ``jobs`` pytest processes; return the per-cell records, and why the
+    pytest process of a notebook exited abnormally (notebook name -> reason; its records so far still count).
 
     ``check_cells`` (notebook name -> check cell numbers) drives the progress bar: one step per check.
     """
@@ -231,18 +202,16 @@ def _run_nbval(paths: list[Path], workdir: Path, timeout_s: float, jobs: int,
             if not running:
                 break
             time.sleep(0.2)
-    for proc, _, log in procs:
+    crashed: dict[str, str] = {}
+    for job, (proc, _, log) in enumerate(procs):
         log.close()
         if proc.returncode not in (0, 1):  # 0: all passed, 1: some failed; anything else is our fault
-            tail = Path(log.name).read_text()[-3000:]
-            raise RuntimeError(f"pytest exited with code {proc.returncode} while grading:\n{tail}")
-    return records
-
-
-def _timeout_text(message: str, timeout_s: float) -> str:
-    if message.startswith("Timeout"):
-        return f"timed out after {timeout_s:g} s (an endless loop, or too slow)"
-    return message
+            tail = Path(log.name).read_text(errors="replace")[-3000:]
+            print(f"[grader] pytest exited with code {proc.returncode} while grading; its log ends:\n{tail}",
+                  file=sys.stderr)
+            why = f"pytest exited with code {proc.returncode} while grading this submission ({Path(log.name).name})"
+            crashed.update({path.name: why for path in paths[job::jobs]})
+    return records, crashed
 
 
 def library_answers_named(source: str, exercise: str) -> list[str]:
@@ -253,31 +222,6 @@ def library_answers_named(source: str, exercise: str) -> list[str]:
         if re.search(rf"(?:\.|\bimport\s+|\bimport\s.*,\s*){re.escape(name)}\b", source):  # not the learner's def
             found.append(f"{module}.{name}")
     return found
-
-
-def _exercise_result(ex_record: dict | None, serve_record: dict | None, timeout_s: float,
-                     named: list[str] = ()) -> ExerciseResult:
-    """An exercise's result from the records of its submitted cell and its serve cell.
-
-    The verdict is the one the check computed in the grading process (``serve_record["verdict"]``);
-    what the cells printed is never read.
-    """
-    if ex_record is None:
-        return ExerciseResult(False, "grading did not finish this exercise")
-    if not ex_record["passed"]:
-        return ExerciseResult(False, f"exercise cell: {_timeout_text(ex_record['message'], timeout_s)}")
-    if serve_record is None:
-        return ExerciseResult(False, "grading did not finish this exercise")
-    verdict = serve_record.get("verdict")
-    used = tuple(sorted(set(serve_record.get("used") or ()) | set(named)))
-    flag = "".join(f" · used `{name}`" for name in used)
-    if not serve_record["passed"]:  # the function crashed, hung or hit a limit while answering
-        return ExerciseResult(False, f"check: {_timeout_text(serve_record['message'], timeout_s)}{flag}", used)
-    if verdict is None:
-        return ExerciseResult(False, f"check: {serve_record.get('why') or 'no verdict'}{flag}", used)
-    hint = " (the memory limit of a worker; --memory-mb)" if "raised MemoryError" in verdict["line"] else ""
-    figure = str(verdict.get("figure") or "")
-    return ExerciseResult(bool(verdict["passed"]), f"{verdict['line']}{hint}{flag}", used, figure)
 
 
 def default_jobs() -> int:
@@ -323,7 +267,7 @@ def grade(submissions: list[Path], reference_path: Path, timeout_s: float = 30.0
     its own folder, run by nbval in one confined worker kernel that is replaced whenever an exercise
     kills or hangs it. ``timeout_s`` is wall-clock seconds per cell on a core of its own (stretched by
     :func:`cell_timeout` when there are more jobs than cores); ``cpu_seconds`` CPU seconds per exercise and
-    ``memory_mb`` the worker's address space (0: no limit).
+    ``memory_mb`` the worker's memory (its heap and arrays, ``RLIMIT_DATA``; 0: no limit).
     """
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
@@ -331,7 +275,7 @@ def grade(submissions: list[Path], reference_path: Path, timeout_s: float = 30.0
         raise ValueError(f"cpu_seconds and memory_mb must be >= 0 (0: no limit), got {cpu_seconds}, {memory_mb}")
     reference = load_reference(Path(reference_path))
     results = [SubmissionResult(str(s)) for s in submissions]
-    graded: list[tuple[SubmissionResult, Path, dict[str, tuple[int, int]]]] = []
+    graded: list[tuple[SubmissionResult, Path, NotebookNode, dict[str, tuple[int, int]]]] = []
     sources_of: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="mlsys_lab_grade_") as tmp:
         workdir = Path(keep) if keep else Path(tmp)
@@ -346,18 +290,20 @@ def grade(submissions: list[Path], reference_path: Path, timeout_s: float = 30.0
                 folder.mkdir()
                 target = folder / f"submission_{number:03d}.ipynb"
                 nbformat.write(nb, target)
-                graded.append((result, target, positions))
-        check_cells = {target.name: {c for _, c in positions.values()} for _, target, positions in graded}
+                graded.append((result, target, nb, positions))
+        check_cells = {target.name: {c for _, c in positions.values()} for _, target, _, positions in graded}
         jobs = min(jobs or default_jobs(), max(len(graded), 1))
         timeout_s = cell_timeout(timeout_s, jobs)
-        records = _run_nbval([target for _, target, _ in graded], workdir, timeout_s, jobs,
-                             check_cells, show_progress, cpu_seconds, memory_mb) if graded else []
+        records, crashed = _run_nbval([target for _, target, _, _ in graded], workdir, timeout_s, jobs,
+                                      check_cells, show_progress, cpu_seconds, memory_mb) if graded else ([], {})
     by_cell = {(r["notebook"], r["cell"]): r for r in records}
-    for result, target, positions in graded:
+    for result, target, nb, positions in graded:
         for name, (ex_cell, check_cell) in positions.items():
-            records_of = (by_cell.get((target.name, ex_cell)), by_cell.get((target.name, check_cell)))
+            start = max(i for i in range(ex_cell) if nb.cells[i].metadata.get(SEGMENT_KEY) == name)
+            records_of = [by_cell.get((target.name, i)) for i in range(start, check_cell + 1)]
             named = library_answers_named(sources_of[result.submission].get(name) or "", name)
-            result.exercises[name] = _exercise_result(*records_of, timeout_s, named)
+            result.exercises[name] = segment_result(nb.cells[start:check_cell + 1], records_of, timeout_s, named,
+                                                    crashed.get(target.name, ""))
     for result in results:  # exercises in the reference's order
         result.exercises = {ex.name: result.exercises[ex.name] for ex in reference.exercises}
     return results

@@ -30,6 +30,8 @@ LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
     "zero_memory": ("mlsys_lab.parallelism.zero:zero_memory_per_gpu",),
     "one_f_one_b": ("mlsys_lab.parallelism.pp:schedule_ops",),
     "goodput": ("mlsys_lab.fault_tolerance.reliability:expected_goodput",),
+    "crash_safe_writer": ("mlsys_lab.fault_tolerance.checkpoint_io:write_atomic",),
+    "lora_forward": ("mlsys_lab.peft.qlora:lora_linear",),
     "lora_param_count": ("mlsys_lab.peft.accounting:lora_params_for_shapes",),
     "softmax_cross_entropy": ("mlsys_lab.training_memory.autodiff:composed_softmax_cross_entropy",
                               "mlsys_lab.training_memory.autodiff:softmax_cross_entropy"),

@@ -1,9 +1,9 @@
 """A pytest plugin the grader loads next to nbval: cell results to a JSON-lines file, crash-safe kernels.
 
 ``python -m pytest -p mlsys_lab.course.nbval_report --grading-report FILE --nbval-lax ...`` writes one
-JSON object per executed notebook cell: the notebook, the cell number, the outcome, what the cell
-printed, and why it failed. Output comparison is narrowed to stdout (the grader's sanitize file then
-keeps only verdict lines there). Three additions make nbval safe for untrusted code:
+JSON object per executed notebook cell (:mod:`mlsys_lab.course.cell_records`: the outcome, why it failed,
+whether it timed out, died, or failed by the grader's fault). Output comparison is narrowed to stdout (the
+grader's sanitize file then keeps only verdict lines there). Three additions make nbval safe for untrusted code:
 
 - a cell whose metadata carries ``SEGMENT_KEY`` (written by the grader, never taken from a
   submission) starts a fresh kernel when the previous cells killed the kernel, asked it to exit or
@@ -33,6 +33,7 @@ from queue import Empty
 import pytest
 from nbformat import NotebookNode
 
+from mlsys_lab.course.cell_records import KernelDied, KernelStartFailed, cell_record
 from mlsys_lab.course.checks import process_cpu_seconds
 from mlsys_lab.course.confinement import worker_environment
 
@@ -45,10 +46,6 @@ HARD_LIMIT_GRACE_S = 1.0
 CPU_POLL_S = 0.1  # how often the grader reads a worker's CPU clock while a cell runs
 MEMORY_ENV = "MLSYS_LAB_MEMORY_MB"
 _STARTED: list[int] = []  # every worker this process started (each leads a process group of its own)
-
-
-class KernelDied(RuntimeError):
-    """The kernel process exited while a cell was running."""
 
 
 def _await_reply(self, msg_id: str, timeout: float | None = None) -> None:
@@ -89,7 +86,7 @@ def _death(manager) -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--grading-report", default=None, help="JSON-lines file for per-cell results")
     parser.addoption("--grading-cpu-seconds", type=float, default=60.0, help="CPU seconds per exercise")
-    parser.addoption("--grading-memory-mb", type=int, default=4096, help="address space of a worker, MB")
+    parser.addoption("--grading-memory-mb", type=int, default=4096, help="memory (RLIMIT_DATA) of a worker, MB")
 
 
 START_ATTEMPTS = 3  # a kernel that dies before its first reply is started again, up to this many times in all
@@ -361,52 +358,14 @@ def _start_check(item: pytest.Item, serve: dict, limit_s: float) -> threading.Th
     return thread
 
 
-def _failure_message(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> str:
-    """One line: the learner's exception, a timeout, a dead kernel, or why nbval failed the cell."""
-    if report.skipped:
-        return "skipped"
-    outputs = getattr(item, "test_outputs", None) or []
-    errors = [o for o in outputs if o.get("output_type") == "error"]
-    exc = call.excinfo.value if call.excinfo else None
-    text = str(exc) if exc is not None else ""
-    if errors and "Timeout" not in text:
-        return f"{errors[-1]['ename']}: {errors[-1]['evalue']}".strip()
-    if isinstance(exc, RuntimeError) and "Kernel dead" in text:
-        return "the kernel had died before this cell"
-    return text.splitlines()[0] if text else "failed"
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
-    report = outcome.get_result()
     path = item.config.getoption("--grading-report")
-    if not path or not hasattr(item, "cell_num"):
-        return
-    if call.when == "teardown" or (call.when == "setup" and report.passed):
-        return
-    outputs = getattr(item, "test_outputs", None) or []
-    record = {
-        "notebook": item.path.name,
-        "cell": item.cell_num,
-        "when": call.when,
-        "passed": report.passed and not hasattr(report, "wasxfail"),
-        "stdout": "".join(o.get("text", "") for o in outputs
-                          if o.get("output_type") == "stream" and o.get("name") == "stdout"),
-        "message": "" if report.passed else _failure_message(item, call, report),
-        **_stop_fields(item, call, report),
-    }
-    if hasattr(item, "verdict"):
-        verdict, why, used = item.verdict
-        record["verdict"] = None if verdict is None else {"passed": verdict.passed, "line": verdict.line,
-                                                          "figure": verdict.figure}
-        record["why"], record["used"] = why, used
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
-
-
-class KernelStartFailed(RuntimeError):
-    """The worker kernel could not be started: no code of the submission had run in it, so it is the grader's."""
+    record = cell_record(item, call, outcome.get_result()) if path and hasattr(item, "cell_num") else None
+    if record is not None:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
 
 
 def _start_grading_kernel(*args, **kwargs):
@@ -415,19 +374,3 @@ def _start_grading_kernel(*args, **kwargs):
         return _start_worker(*args, **kwargs)
     except Exception as exc:
         raise KernelStartFailed(f"the worker kernel could not start: {exc}") from exc
-
-
-def _stop_fields(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> dict:
-    """How this cell stopped, from this process's own state (never from what the kernel printed).
-
-    ``timed_out``: this cell ran out of time (cells after it in the segment run as nbval's xfail);
-    ``died``: the kernel process ended while this cell ran; ``grader_error``: the grader failed, not the
-    submission (the check raised here, or a kernel could not start).
-    """
-    exc = call.excinfo.value if call.excinfo is not None else None
-    first_stop = call.when == "call" and not hasattr(report, "wasxfail")
-    return {
-        "timed_out": bool(first_stop and getattr(item.parent, "timed_out", False)),
-        "died": bool(first_stop and isinstance(exc, KernelDied)),
-        "grader_error": bool(getattr(item, "grader_error", False) or isinstance(exc, KernelStartFailed)),
-    }

@@ -1,6 +1,6 @@
 """Plain data over a socket: what may cross between the grader and a learner's worker.
 
-Only these cross: ``None``, bools, ints, floats, complex numbers, strings, bytes, NumPy arrays and
+Only these cross: ``None``, bools, ints, floats, complex numbers, strings, bytes, paths, NumPy arrays and
 NumPy scalars of a number dtype, and lists, tuples and dicts (string keys) of these. Everything else is
 refused when encoding. Arrays travel as ``.npy`` bytes and are loaded with ``allow_pickle=False``; the
 decoder builds only the types above, from JSON, and never calls anything the other side defined. An
@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import pathlib
 import socket
 import struct
 from typing import Any
@@ -53,6 +54,8 @@ def encode(value: Any, ref: Any = None) -> Any:
         return {"$complex": [value.real, value.imag]}
     if type(value) is bytes:
         return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, pathlib.PurePath):
+        return {"$path": str(value)}
     if isinstance(value, np.ndarray) and value.dtype.kind in NUMBER_KINDS:
         return {"$npy": _array_bytes(np.ascontiguousarray(value))}
     if isinstance(value, np.generic) and value.dtype.kind in NUMBER_KINDS:
@@ -93,6 +96,8 @@ def decode(data: Any, deref: Any = None) -> Any:
             return _load_array(body)[()]
         if tag == "$bytes" and type(body) is str:
             return base64.b64decode(body, validate=True)
+        if tag == "$path" and type(body) is str:
+            return pathlib.Path(body)
         if tag == "$float" and body in ("nan", "inf", "-inf"):
             return float(body)
         if tag == "$complex" and type(body) is list and len(body) == 2:

@@ -16,8 +16,10 @@ check in this process and prints its verdict, as the course notebooks do.
 Confinement, applied by :func:`main` before the kernel starts (:mod:`mlsys_lab.course.confinement`: Landlock
 for files and TCP, seccomp for processes, sockets, signals, limits and what root could use to get out, a network
 namespace, a minimal environment) holds whatever the learner's code does, and what held is printed on stderr.
-``RLIMIT_AS`` (memory, ``MLSYS_LAB_MEMORY_MB``) is set from the start; the CPU budget of each exercise is counted
-from outside, by the grader reading this process's CPU clock (:mod:`mlsys_lab.course.nbval_report`).
+``RLIMIT_DATA`` (memory, ``MLSYS_LAB_MEMORY_MB``: the heap and private writable mappings, where arrays live) is
+set from the start (not ``RLIMIT_AS``: CUDA reserves tens of gigabytes of address space it never touches); the
+CPU budget of each exercise is counted from outside, by the grader reading this process's CPU clock
+(:mod:`mlsys_lab.course.nbval_report`).
 
 Over that, an audit hook (:func:`sys.addaudithook`), armed by :func:`start_segment`, refuses child processes,
 changing resource limits, signals to other processes, loading native code through ctypes except numba's JIT
@@ -36,7 +38,6 @@ import os
 import resource
 import socket
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
 from mlsys_lab.course import confinement, wire
@@ -83,8 +84,9 @@ class _Remote:
         object.__setattr__(self, "_ops", frozenset(body[1]))
 
     def _offers(self, name: str) -> None:
-        if name not in self._ops:
-            raise AttributeError(f"this grader-side object offers {sorted(self._ops)}, not {name!r}")
+        if name not in self._ops:  # a protocol (len, [], iteration) not offered is a TypeError, as in Python
+            error = TypeError if name.startswith("__") else AttributeError
+            raise error(f"this grader-side object offers {sorted(self._ops)}, not {name!r}")
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         self._offers(name)
@@ -216,11 +218,6 @@ def _answer(sock: socket.socket, fn: Callable, used: set[str]) -> None:
             print(str(message.get("line", "")))  # shown to a human only; the grader keeps the verdict
             return
         try:
-            if message.get("op") == "writer":
-                chunks = wire.decode(message["chunks"])
-                value = _run_writer(fn, Path(str(message["path"])), chunks, message.get("pause_after"))
-                wire.send_message(sock, {"op": "result", "value": wire.encode(value)})
-                continue
             if message.get("op") in ("hold", "repeat", "last"):
                 wire.send_message(sock, _timed_request(message, fn, held, used))
                 continue
@@ -250,33 +247,6 @@ def _timed_request(message: dict, fn: Callable, held: dict[str, Any], used: set[
         return {"op": "result", "value": value, "used": sorted(used)}
     except (Exception, SystemExit) as exc:  # as for a call: the grader reports the learner's error
         return _raised(exc, used)
-
-
-def _run_writer(fn: Callable, path: Path, chunks: list[bytes], pause_after: int | None) -> list[str]:
-    """For the crash-safe writer: fork, run ``fn(path, chunks)`` in the child recording fsync/rename, and
-    SIGKILL it after ``pause_after`` chunks; return the child's lines. (The grader reads the file.)
-
-    The fork and the kill are this kernel's own: the guards stand down for exactly those two calls.
-    """
-    import signal
-
-    from mlsys_lab.fault_tolerance.kill_resume import run_writer_killed
-
-    def fork() -> int:
-        _armed[0] = False  # this one fork is ours; the child is confined like its parent
-        try:
-            return os.fork()
-        finally:
-            _armed[0] = True
-
-    def kill(pid: int) -> None:
-        _armed[0] = False
-        try:
-            os.kill(pid, signal.SIGKILL)
-        finally:
-            _armed[0] = True
-
-    return run_writer_killed(fn, path, chunks, pause_after, fork=fork, kill=kill)
 
 
 # ---------------------------------------------------------------- limits per exercise
@@ -351,7 +321,7 @@ def main(argv: list[str]) -> None:
     files = confinement.landlock(workdir, [connection] if connection else [])
     memory_mb = int(os.environ.get(MEMORY_ENV, "0"))
     if memory_mb > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        resource.setrlimit(resource.RLIMIT_DATA, (memory_mb << 20, memory_mb << 20))
     calls = confinement.seccomp("unix")
     for held, text in (files, calls, network):
         print(f"[grading worker] {'held' if held else 'NOT held'}: {text}", file=sys.stderr, flush=True)

@@ -15,7 +15,7 @@ A case may also carry a resource budget: a ``check_result`` callable that inspec
 (bytes moved, peak memory, steps) and returns an error message or ``None``.
 
 A failing verdict names the case, the expected and received values, and, when the learner's code raised,
-the line of theirs that raised (:func:`mlsys_lab.course.learner_code.learner_line`). A return value that
+the line of theirs that raised (:func:`mlsys_lab.tracebacks.learner_line`). A return value that
 cannot even be compared (a string where a number was due, an object whose ``==`` raises) is a failed case
 with what was received, never a traceback. A kernel exercise may add a performance ``figure`` ("71% of copy
 bandwidth") to a passing verdict; the grader reports it beside pass/fail.
@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from mlsys_lab.course.learner_code import learner_line
+from mlsys_lab.tracebacks import learner_line
 
 PASS, FAIL, TODO = "✓", "✗", "…"
 # Where a verdict goes besides the printed line: the grader sets it (in its own process and thread)
@@ -99,18 +99,50 @@ def short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def as_python_scalar(value: Any) -> Any:
+    """A NumPy scalar or 0-d array as the Python number it holds (``np.int64(3)`` -> ``3``); else ``value``.
+
+    An honest answer computed with NumPy comes back as ``np.int64``, ``np.float64``, ``np.bool_`` or a 0-d
+    array: a check judges its value, not its type. ``np.bool_`` becomes ``bool``, so ``True`` is still not 1.
+    """
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        return value.item()
+    return value
+
+
+def is_number(value: Any) -> bool:
+    """An int or float, Python or NumPy (a 0-d array too); not a bool, a string or anything else."""
+    value = as_python_scalar(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def close_enough(got: Any, expected: Any, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
-    """Numbers and arrays within tolerance; everything else by equality (of the same kind: ``True`` is not 1)."""
-    if isinstance(expected, (np.ndarray, float, np.floating)) or (
+    """Numbers and arrays within tolerance; everything else by equality, of values not types.
+
+    ``np.int64(3)`` equals ``3`` and a 0-d array equals its scalar, but ``True`` is not ``1``, a string is not
+    a number, a list is not a tuple; tuples, lists and dicts are compared item by item.
+    """
+    got, expected = as_python_scalar(got), as_python_scalar(expected)
+    if isinstance(expected, (np.ndarray, float)) or (
         isinstance(expected, (list, tuple)) and expected and isinstance(expected[0], (float, np.ndarray))
     ):
         try:
+            kinds = "US" if np.asarray(expected).dtype.kind == "b" else "USb"
+            if isinstance(got, (str, bytes)) or np.asarray(got).dtype.kind in kinds:
+                return False  # np.asarray("0.5", dtype=float) would read the string as a number, True as 1.0
             got_arr, exp_arr = np.asarray(got, dtype=float), np.asarray(expected, dtype=float)
         except (TypeError, ValueError, OverflowError):
             return False
         return got_arr.shape == exp_arr.shape and bool(np.allclose(got_arr, exp_arr, rtol=rtol, atol=atol))
     if isinstance(got, bool) != isinstance(expected, bool):
         return False
+    if isinstance(expected, (list, tuple)):
+        return (isinstance(got, (list, tuple)) and isinstance(got, tuple) == isinstance(expected, tuple)
+                and len(got) == len(expected)
+                and all(close_enough(g, e, rtol, atol) for g, e in zip(got, expected, strict=True)))
+    if isinstance(expected, dict):
+        return (isinstance(got, dict) and set(got) == set(expected)
+                and all(close_enough(got[k], expected[k], rtol, atol) for k in expected))
     result = got == expected
     return result if isinstance(result, bool) else False
 

@@ -1,7 +1,11 @@
 """Checks for the exercises of 09_fault_tolerance.
 
 The resume check is in :mod:`.fault_tolerance_resume`, the replay and detection checks in
-:mod:`.fault_tolerance_build`; all are re-exported here, where the notebook and the grader find them.
+:mod:`.fault_tolerance_build`; all are re-exported here, where the notebook and the grader find them. The two
+kill-and-resume checks kill the learner's code with a simulated SIGKILL that the check observes from its own side
+(:mod:`.fault_tolerance_kill`): they judge the files a kill leaves, never what the learner's process reports.
+Durability against a power cut (the ``fsync`` calls the lesson teaches) leaves no trace in the files after a
+process kill, so no check grades it.
 """
 
 from __future__ import annotations
@@ -15,9 +19,17 @@ import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
 from mlsys_lab.exercises.fault_tolerance_build import check_diagnose, check_replay_goodput  # noqa: F401
+from mlsys_lab.exercises.fault_tolerance_kill import (
+    FolderEvents,
+    KillingStream,
+    name_changes,
+    open_folder,
+    run_until_killed,
+    snapshot,
+    write_new_file,
+)
 from mlsys_lab.exercises.fault_tolerance_resume import check_resume_training  # noqa: F401
-from mlsys_lab.fault_tolerance.checkpoint_io import chunks_of, write_atomic
-from mlsys_lab.fault_tolerance.kill_resume import run_writer_killed
+from mlsys_lab.fault_tolerance.checkpoint_io import chunks_of
 from mlsys_lab.fault_tolerance.reliability import expected_goodput
 from mlsys_lab.units import DAY, HOUR
 
@@ -52,76 +64,69 @@ def check_goodput(fn: Callable) -> None:
 
 
 # --- the crash-safe writer ---------------------------------------------------------------------------
-def _run_writer(fn: Callable, path: Path, chunks: list[bytes], pause_after: int | None) -> list[str]:
-    """Fork, run the writer, SIGKILL it once it pauses; the lines it reported (:func:`run_writer_killed`).
-
-    In a graded run ``fn`` is the grader's proxy of the learner's function: the learner's worker does
-    the fork (``fn.run_writer``) in its own folder, and this process inspects the file it leaves.
-    """
-    if hasattr(fn, "run_writer"):
-        return fn.run_writer(path, chunks, pause_after)
-    return run_writer_killed(fn, path, chunks, pause_after)
-
-
-def _durability_problem(lines: list[str], path: Path, n_bytes: int) -> str | None:
-    """The order a durable replace needs: fsync the temporary file once all its bytes are written, rename it
-    onto the checkpoint (same folder), then fsync the folder so that the rename itself survives a power cut."""
-    renames = [(i, line.split(" ", 2)) for i, line in enumerate(lines) if line.startswith("rename ")]
-    if not renames:
-        return "no os.replace/os.rename: the new file must appear under its name in one atomic step"
-    at, (_, inode, where) = renames[-1]
-    src_folder, dst = where.split("|", 1)
-    if Path(dst) != path.resolve() or Path(src_folder) != path.resolve().parent:
-        return "the temporary file must sit in the checkpoint's folder and be renamed onto the checkpoint"
-    synced = [line.split() for line in lines[:at] if line.startswith(f"fsync file {inode} ")]
-    if not synced:
-        return "no os.fsync of the temporary file before the rename: after a power cut the name could point " \
-               "at unwritten data"
-    if int(synced[-1][3]) != n_bytes:
-        return (f"the temporary file held {synced[-1][3]} of {n_bytes} bytes when it was fsynced: flush the "
-                "file object (f.flush()) before os.fsync(f.fileno()), or the tail is still in Python's buffer")
-    folder_inode = path.resolve().parent.stat().st_ino
-    if f"fsync dir {folder_inode}" not in lines[at + 1:]:
-        return "no os.fsync of the folder after the rename: the rename itself is not durable until the folder is"
-    return None
+# What the check observes, all from its own process (see :mod:`.fault_tolerance_kill`): the folder at the kill
+# point (the writer's chunks come from a KillingStream, which records the folder and raises SimulatedKill where a
+# SIGKILL would land while the writer waits for a chunk); the inode number the checkpoint has at the end (a new
+# file took the name, or the old one was rewritten in place); and, on Linux, the folder's inotify events (the
+# checkpoint's name may change only by one rename onto it from the same folder). What it cannot observe: fsync.
+# A SIGKILL loses nothing the process wrote (the page cache survives it); an fsync only matters for a power cut,
+# which no file system state after a kill shows, so the text teaches it and the check does not grade it.
+TARGET = "ckpt.bin"
 
 
-def _writer_case(fn: Callable, old: bytes, new: bytes, chunk_bytes: int, pause_after: int | None) -> str:
-    """One case in a fresh folder: 'ok' or what went wrong."""
-    with tempfile.TemporaryDirectory(dir=getattr(fn, "scratch_dir", None)) as folder:
-        path = Path(folder) / "ckpt.bin"
-        write_atomic(path, [old])
-        chunks = chunks_of(new, chunk_bytes)
-        lines = _run_writer(fn, path, chunks, pause_after)
-        if "todo" in lines:
-            raise NotImplementedError
-        problem = next((line for line in lines if line.startswith(("raised", "timed out"))), None)
-        if problem:
-            return problem
-        content = path.read_bytes() if path.exists() else None
-        if pause_after is not None:  # killed mid-write: the old checkpoint must be intact
-            if content != old:
-                found = "missing" if content is None else f"{len(content)} bytes, not the old {len(old)}"
-                return f"killed after {pause_after} of {len(chunks)} chunks: the checkpoint was {found}"
-            return "ok"
-        if content != new:
-            held = 0 if content is None else len(content)
-            return f"after a complete write the file holds {held} bytes, not {len(new)}"
-        problem = _durability_problem(lines, path, len(new))
-        if problem:
-            return problem
-        leftovers = sorted(p.name for p in Path(folder).iterdir() if p.name != path.name)
-        if leftovers:
-            return f"files left behind after a complete write: {leftovers}"
-        return "ok"
+def _writer_case(fn: Callable, old: bytes, new: bytes, chunk_bytes: int, kill_before: int | None) -> str:
+    """One case in a fresh folder holding ``old`` at ckpt.bin: 'ok' or what went wrong."""
+    with tempfile.TemporaryDirectory(dir=getattr(fn, "scratch_dir", None)) as name:
+        folder = open_folder(name)  # every look at the folder goes through this descriptor, never a name
+        old_inode = write_new_file(folder, TARGET, old)
+        held = os.open(TARGET, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder)  # its inode number stays taken
+        try:
+            with FolderEvents(name) as events:
+                chunks = chunks_of(new, chunk_bytes)
+                stream = KillingStream(chunks, kill_before, lambda: (snapshot(folder), events.read()))
+                run_until_killed(fn, (Path(name) / TARGET, stream), stream)
+                files, seen = stream.observed if stream.killed else (snapshot(folder), events.read())
+        finally:
+            os.close(held)
+            os.close(folder)
+    return _writer_verdict(files, seen, old, new, old_inode, len(chunks), kill_before)
+
+
+def _writer_verdict(files: dict, seen: list, old: bytes, new: bytes, old_inode: int, n_chunks: int,
+                    kill_before: int | None) -> str:
+    target = files.get(TARGET)
+    content = target.content if target is not None and target.kind == "file" else None
+    if kill_before is not None:
+        when = (f"SIGKILL while the writer waited for chunk {kill_before + 1} of {n_chunks}" if kill_before < n_chunks
+                else f"SIGKILL after the last of {n_chunks} chunks, before the writer learned the data had ended")
+        if content not in (old, new):
+            found = ("missing" if target is None else "not a regular file" if content is None
+                     else f"{len(content)} bytes, neither the old {len(old)} nor the new {len(new)}: torn")
+            return f"{when}: the checkpoint was {found}"
+        change = name_changes(seen, TARGET)
+        return f"before the {when}, the checkpoint changed: {change}" if change else "ok"
+    if content != new:
+        return f"after a complete write the checkpoint holds {'nothing' if content is None else len(content)} " \
+               f"bytes, not the {len(new)} written"
+    change = name_changes(seen, TARGET)
+    if change:
+        return f"during the write the checkpoint changed other than by one rename onto it: {change}"
+    if target.inode == old_inode:
+        return ("the checkpoint is still the old file (the same inode), rewritten in place: a SIGKILL during the "
+                "rewrite tears it. Write a new file beside it, then os.replace it onto the checkpoint")
+    leftovers = sorted(name for name in files if name != TARGET)
+    if leftovers:
+        return f"files left behind after a complete write: {leftovers}"
+    return "ok"
 
 
 def check_crash_safe_writer(fn: Callable) -> None:
-    """``fn(path, chunks)`` writes the byte chunks to ``path`` so that a kill at any moment leaves the
-    old complete file or the new one. The grader forks, kills the writer mid-write with SIGKILL, and
-    inspects the file (POSIX only)."""
-    if not hasattr(os, "fork"):
-        print("… crash_safe_writer: this check needs os.fork (Linux, macOS or WSL)")
+    """``fn(path, chunks)`` writes the byte chunks to ``path`` so that a kill at any moment leaves the old complete
+    file or the new one. The chunks come from a stream that the check stops where a SIGKILL would land (between two
+    chunks, or after the last), recording the folder as a killed process leaves it: the file is judged from that
+    record; after a complete write, the checkpoint must be a new file with the new bytes and nothing left behind."""
+    if os.name != "posix":
+        print("… crash_safe_writer: this check needs Linux, macOS or WSL (it reads folders as POSIX does)")
         return
     g = rng()
 
@@ -145,4 +150,3 @@ def check_crash_safe_writer(fn: Callable) -> None:
         n_chunks = len(chunks_of(b"x" * new_bytes, chunk))
         cases.append(case(new_bytes, chunk, None if index == 0 else int(g.integers(1, n_chunks + 1))))
     check("crash_safe_writer", _writer_case, cases, compare=lambda got, expected: True)  # judged in check_result
-

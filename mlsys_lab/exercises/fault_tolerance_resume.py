@@ -1,12 +1,14 @@
 """Check of lesson 09's resume exercise: a training job killed with SIGKILL at random points and restarted.
 
-The learner's ``train(folder, batches)`` runs in a forked child (:func:`run_writer_killed`; in a graded run
-the learner's worker forks, ``fn.run_writer``). ``batches`` is the data loader; the child is killed while it
-waits for batch ``k``, so it has trained exactly ``k`` steps since step 0. This process reads the folder it
-leaves: which checkpoints are complete and valid, whether each equals the uninterrupted run's state at its
-step, and which checkpoints each attempt committed (the manifests it renamed into place, from the child's
-record of its ``os.replace`` calls). Between attempts it sometimes tears the newest checkpoint the way a
-kill inside :func:`save_checkpoint` or a lost write would leave it, so a resume must check what it loads.
+The learner's ``train(folder, batches)`` gets its data loader from the check: a :class:`KillingStream` that, while
+the job waits for batch ``k + 1``, records the folder as a SIGKILL at that moment would leave it and kills the job
+(:mod:`.fault_tolerance_kill`); the job has then trained exactly ``k`` steps since step 0. The check judges the
+record: which checkpoints are complete and valid, whether each equals the uninterrupted run's state at its step,
+and which checkpoints the attempt committed (the manifests that are new or changed since the attempt started:
+their inode numbers and contents, seen from the check's side). The next attempt runs in a fresh folder holding
+the record, so nothing the job did after the kill point counts. Between attempts the check sometimes tears the
+newest checkpoint the way a kill inside :func:`save_checkpoint` or a lost write would leave it, so a resume must
+check what it loads.
 """
 
 from __future__ import annotations
@@ -15,13 +17,23 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Callable
 
-from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.exercises import Case, check, raised, rng
+from mlsys_lab.exercises.fault_tolerance_kill import (
+    Entry,
+    KillingStream,
+    files_of,
+    make_folder,
+    open_folder,
+    restore_folder,
+    run_until_killed,
+    snapshot,
+)
 from mlsys_lab.fault_tolerance.checkpoint_io import make_data
-from mlsys_lab.fault_tolerance.kill_resume import run_writer_killed
 from mlsys_lab.fault_tolerance.resume import (
     CHECKPOINT_EVERY,
     CONFIG,
@@ -74,52 +86,48 @@ def reference_train(folder, batches) -> None:
         save_checkpoint(folder, state)
 
 
-def valid_steps(folder: Path) -> dict[int, str]:
-    """{step: digest} of every complete checkpoint whose data matches its manifest."""
+def valid_steps(files: dict[str, bytes]) -> dict[int, str]:
+    """{step: digest} of every complete checkpoint among ``files`` ({name: content}) whose data matches its manifest."""
     out = {}
-    for manifest in folder.glob("ckpt_*.json"):
+    for name, text in files.items():
+        if not re.fullmatch(r"ckpt_\d+\.json", name):
+            continue
         try:
-            meta = json.loads(manifest.read_text())
-            data = (folder / meta["file"]).read_bytes()
+            meta = json.loads(text)
+            data = files[meta["file"]]
             if len(data) == meta["n_bytes"] and hashlib.sha256(data).hexdigest() == meta["sha256"]:
                 out[int(meta["step"])] = digest(from_bytes(data))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
             continue
     return out
 
 
-def tear(folder: Path, step: int, how: str) -> None:
-    """Leave the checkpoint of ``step`` as a kill or a lost write would (see :data:`TEARS`)."""
-    data, manifest = folder / data_name(step), folder / manifest_name(step)
-    content = data.read_bytes()
+def tear(files: dict[str, Entry], step: int, how: str) -> None:
+    """Leave the checkpoint of ``step`` among ``files`` (a snapshot) as a kill or a lost write would (:data:`TEARS`)."""
+    data, manifest = data_name(step), manifest_name(step)
+    content = files[data].content or b""
     if how in ("data", "manifest"):
-        manifest.unlink()
+        del files[manifest]
     if how in ("data", "short"):
-        data.write_bytes(content[:len(content) // 2])
+        files[data] = Entry("file", 0, content[:len(content) // 2])
     if how == "flip":
         middle = len(content) // 2
-        data.write_bytes(content[:middle] + bytes([content[middle] ^ 0xFF]) + content[middle + 1:])
+        files[data] = Entry("file", 0, content[:middle] + bytes([content[middle] ^ 0xFF]) + content[middle + 1:])
     if how == "json":
-        text = manifest.read_bytes()
-        manifest.write_bytes(text[:len(text) // 2])
+        text = files[manifest].content or b""
+        files[manifest] = Entry("file", 0, text[:len(text) // 2])
     if how == "gone":
-        data.unlink()
+        del files[data]
 
 
 def _moment(pause: int, total: int) -> str:
     return f"after the last batch ({total})" if pause >= total else f"waiting for batch {pause + 1}"
 
 
-def _attempt(fn: Callable, folder: Path, batches: list, pause_after: int | None) -> list[str]:
-    if hasattr(fn, "run_writer"):
-        return fn.run_writer(folder, batches, pause_after)
-    return run_writer_killed(fn, folder, batches, pause_after)
-
-
-def _committed(lines: list[str]) -> list[int]:
-    """Steps whose manifest the attempt renamed into place, in order."""
-    found = (re.search(r"\|.*/ckpt_(\d+)\.json$", line) for line in lines if line.startswith("rename "))
-    return [int(m.group(1)) for m in found if m]
+def _committed(before: dict[str, Entry], after: dict[str, Entry]) -> list[int]:
+    """Steps whose manifest is new or changed (another inode, other bytes) in ``after``: the attempt's commits."""
+    found = (re.fullmatch(r"ckpt_(\d+)\.json", name) for name, entry in after.items() if before.get(name) != entry)
+    return sorted(int(m.group(1)) for m in found if m)
 
 
 def _expected_commits(start: int, stop: int, total: int, finished: bool) -> list[int]:
@@ -130,56 +138,73 @@ def _expected_commits(start: int, stop: int, total: int, finished: bool) -> list
 
 
 def resume_case(fn: Callable, total: int, kills: list[int], tears: dict[int, list[str]], seed: int) -> str:
-    """Run, kill after each ``kills[i]`` batches (tearing the newest checkpoints as ``tears[i]`` says), let
-    the last attempt finish; 'ok' or what went wrong."""
+    """Run, kill while the job waits for batch ``kills[i] + 1`` (then tear the newest checkpoints as ``tears[i]``
+    says), restart from what the kill left, and let the last attempt finish; 'ok' or what went wrong."""
     batches = random_batches(total, seed)
-    reference = uninterrupted(batches)
     with tempfile.TemporaryDirectory(dir=getattr(fn, "scratch_dir", None)) as name:
-        folder = Path(name)
-        start, story = 0, []
-        for attempt, pause in enumerate([*kills, None]):
-            lines = _attempt(fn, folder, batches, pause)
-            if "todo" in lines:
-                raise NotImplementedError
-            problem = next((line for line in lines if line.startswith(("raised", "timed out"))), None)
+        root = open_folder(name)
+        try:
+            return _attempts(fn, Path(name), root, total, batches, kills, tears)
+        finally:
+            os.close(root)
+
+
+def _attempts(fn: Callable, root: Path, root_fd: int, total: int, batches: list, kills: list[int],
+              tears: dict[int, list[str]]) -> str:
+    """The attempts of :func:`resume_case`, each in a new folder of ``root`` (``root_fd``, the check's descriptor)."""
+    reference = uninterrupted(batches)
+    left: dict[str, Entry] = {}  # what the last attempt left, as the check recorded it
+    story: list[str] = []
+    for attempt, pause in enumerate([*kills, None]):
+        for how in tears.get(attempt - 1, []):
+            newest = max(valid_steps(files_of(left)), default=0)
+            if newest:
+                tear(left, newest, how)
+                story.append(f"checkpoint {newest} torn: {how}")
+        # a fresh folder, named only now (no earlier attempt could know it): nothing a job did after its kill counts
+        name = f"attempt_{attempt + 1}_{secrets.token_hex(4)}"
+        folder_fd = make_folder(root_fd, name)
+        try:
+            restore_folder(left, folder_fd)
+            before = snapshot(folder_fd)
             where = f"{', '.join(story)}; then " if story else ""
             when = "ran to the end" if pause is None else f"SIGKILLed {_moment(pause, total)}"
-            if problem:
-                return f"{where}attempt {attempt + 1} ({when}) {problem}"
-            if pause is None and "done" not in lines:
-                return f"{where}attempt {attempt + 1} did not finish"
-            stop = total if pause is None else min(pause, total)
-            got, due = _committed(lines), _expected_commits(start, stop, total, pause is None)
-            if got != due:
-                return (f"{where}attempt {attempt + 1} resumed after the checkpoint of step {start} and {when}: "
-                        f"it committed checkpoints {got}, expected {due}"
-                        + (" (a step trained twice: resume from the newest valid checkpoint)"
-                           if any(s <= start for s in got) else "")
-                        + (" (work lost: train each batch as it arrives, and save every "
-                           f"{CHECKPOINT_EVERY} steps)" if set(due) - set(got) and pause is not None else ""))
-            valid = valid_steps(folder)
-            wrong = sorted(s for s, d in valid.items() if reference.get(s) != d)
-            if wrong:
-                return (f"{where}attempt {attempt + 1}: the checkpoint of step {wrong[0]} differs from the run never "
-                        "killed (wrong batch skipped, or state not fully restored)")
-            story.append(f"attempt {attempt + 1} {'finished' if pause is None else 'killed ' + _moment(pause, total)}")
-            for how in tears.get(attempt, []):
-                newest = max(valid, default=0)
-                if newest:
-                    tear(folder, newest, how)
-                    del valid[newest]
-                    story.append(f"checkpoint {newest} torn: {how}")
-            start = max(valid, default=0)
-        if max(valid, default=0) != total:
-            return f"{', '.join(story)}: no valid checkpoint of the last step {total}"
-        return "ok"
+            stream = KillingStream(batches, pause, lambda fd=folder_fd: snapshot(fd))
+            try:
+                run_until_killed(fn, (root / name, stream), stream)
+            except NotImplementedError:
+                raise
+            except Exception as exc:  # before the kill point: the learner's own error, told with its attempt
+                return f"{where}attempt {attempt + 1} ({when}) {raised(exc)}"
+            left = stream.observed if stream.killed else snapshot(folder_fd)
+        finally:
+            os.close(folder_fd)
+        start = max(valid_steps(files_of(before)), default=0)
+        stop = total if pause is None else min(pause, total)
+        got, due = _committed(before, left), _expected_commits(start, stop, total, pause is None)
+        if got != due:
+            return (f"{where}attempt {attempt + 1} resumed after the checkpoint of step {start} and {when}: "
+                    f"it committed checkpoints {got}, expected {due}"
+                    + (" (a step trained twice: resume from the newest valid checkpoint)"
+                       if any(s <= start for s in got) else "")
+                    + (" (work lost: train each batch as it arrives, and save every "
+                       f"{CHECKPOINT_EVERY} steps)" if set(due) - set(got) and pause is not None else ""))
+        valid = valid_steps(files_of(left))
+        wrong = sorted(s for s, d in valid.items() if reference.get(s) != d)
+        if wrong:
+            return (f"{where}attempt {attempt + 1}: the checkpoint of step {wrong[0]} differs from the run never "
+                    "killed (wrong batch skipped, or state not fully restored)")
+        story.append(f"attempt {attempt + 1} {'finished' if pause is None else 'killed ' + _moment(pause, total)}")
+    if max(valid, default=0) != total:
+        return f"{', '.join(story)}: no valid checkpoint of the last step {total}"
+    return "ok"
 
 
 def check_resume_training(fn: Callable) -> None:
     """``fn(folder, batches)`` resumes from the newest complete valid checkpoint and trains on; killed with
     SIGKILL at random points and restarted, it must end bitwise equal to the run never killed."""
-    if not hasattr(os, "fork"):
-        print("… resume_training: this check needs os.fork (Linux, macOS or WSL)")
+    if os.name != "posix":
+        print("… resume_training: this check needs Linux, macOS or WSL (it reads folders as POSIX does)")
         return
     g = rng()
     modes = list(TEARS)

@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.exercises import Case, as_python_scalar, check, rng
 from mlsys_lab.loops.cache_model import LOOP_ORDERS, matmul_trace, misses_per_iteration
 from mlsys_lab.loops.dependence import apply_transformation, is_legal, legal_orders, lexicographically_positive
 from mlsys_lab.loops.dependence import parallel_loops as carried_free_loops
@@ -79,7 +79,8 @@ def transformation_answer(vectors, matrix) -> tuple[bool, list[int]]:
 def _same_verdict(got, expected) -> bool:
     try:
         legal, loops = got
-        return isinstance(legal, (bool, np.bool_)) and bool(legal) == expected[0] \
+        legal = as_python_scalar(legal)  # np.True_ or a 0-d array is a bool too; 1 is not
+        return isinstance(legal, bool) and legal == expected[0] \
             and sorted(int(d) for d in loops) == expected[1]
     except (TypeError, ValueError):
         return False
@@ -265,7 +266,9 @@ def reference_lru_misses(addresses, line_bytes: int, n_sets: int, ways: int) -> 
 
 
 def _same_count(got, expected) -> bool:
-    return isinstance(got, (int, np.integer)) and not isinstance(got, (bool, np.bool_)) and int(got) == expected
+    """A whole number of misses: an int, ``np.int64`` or 0-d integer array; not a bool, not a float."""
+    got = as_python_scalar(got)
+    return isinstance(got, int) and not isinstance(got, bool) and got == expected
 
 
 def _lines_trace(lines, line_bytes: int, offsets=None) -> np.ndarray:

@@ -8,7 +8,8 @@ import math
 import numpy as np
 
 from mlsys_lab import records
-from mlsys_lab.exercises import Case, check, close_enough, rng
+from mlsys_lab.exercises import Case, as_python_scalar, check, close_enough, is_number, rng
+from mlsys_lab.exercises.loops import cpu_seconds_of
 from mlsys_lab.hardware import H200, PRESETS
 from mlsys_lab.timing import benchmark
 from mlsys_lab.units import BYTES_PER_DTYPE
@@ -173,6 +174,7 @@ def check_loads_in_flight(fn) -> None:
 # ------------------------------------------------------------------ 6.4 a kernel measured and placed
 KERNELS = ("axpy", "sum", "matmul")
 TIME_BAND = 8.0  # the learner's time must be within this factor of the check's own measurement
+CALL_RUNS = 2  # the learner's call, clocked by the check, must last at least this many runs of the time it reports
 
 
 def kernel_counts(kernel: str, n: int) -> tuple[float, float]:
@@ -211,18 +213,33 @@ def reference_measure_on_roofline(kernel: str, n: int, peak_flops: float, bandwi
 
 
 def _same_placement(got, expected) -> bool:
+    """The counts are whole numbers, compared to the last unit (n - 1 is not n, even for n in the millions)."""
     if not isinstance(got, dict):
         return False
-    return all(key in got and close_enough(got[key], value) for key, value in expected.items())
+    return all(key in got and close_enough(got[key], value, **({"rtol": 1e-12, "atol": 0.0} if key in ("flop", "bytes")
+                                                                 else {})) for key, value in expected.items())
 
 
-def _measured_consistently(kernel: str, n: int):
+def _measured_consistently(kernel: str, n: int, call_cpu: dict[str, float], earlier: list[tuple[float, float, float]]):
+    """The learner's time against what the check measures itself: the CPU time of their whole call (its own clock,
+    or when grading the worker's clock read from outside), and its own runs of the same kernel right after."""
     def check_result(got: dict) -> str | None:
-        seconds, rate = got.get("seconds"), got.get("flop_per_s")
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0:
+        seconds, rate = as_python_scalar(got.get("seconds")), got.get("flop_per_s")
+        if not is_number(seconds) or not seconds > 0:
             return f"seconds must be a time > 0; got {seconds!r}"
         if not close_enough(rate, got["flop"] / seconds):
             return f"flop_per_s {rate!r} is not flop / seconds = {got['flop'] / seconds:.6g}"
+        cpu = call_cpu["last"]
+        if seconds * CALL_RUNS > cpu:
+            return (f"seconds {seconds:.3g} is not a time measured in your call: the check clocked the whole call at "
+                    f"{cpu:.3g} s of CPU, less than {CALL_RUNS} runs of {seconds:.3g} s (a warm-up and a timed run)")
+        for other_flop, other_bytes, other_seconds in earlier:  # a formula gives the same bytes (or flop) per second
+            for what, count, other, unit in (("bytes", got["bytes"], other_bytes, "B/s"),
+                                              ("flop", got["flop"], other_flop, "FLOP/s")):
+                if math.isclose(count / seconds, other / other_seconds, rel_tol=1e-9):
+                    return (f"seconds is {what} / {count / seconds:.4g} {unit}, the same rate as in an earlier case to "
+                            "nine digits: a formula, not a measurement")
+        earlier.append((got["flop"], got["bytes"], seconds))
         # the check's own runs of the same kernel, right after the learner's: a busy machine widens the band
         samples = benchmark(reference_kernel_run(kernel, n), warmup=1, repeat=5, use_gpu=False).samples
         low, high = min(samples) / TIME_BAND, max(samples) * TIME_BAND
@@ -237,19 +254,23 @@ def _measured_consistently(kernel: str, n: int):
 def check_measure_on_roofline(fn) -> None:
     """``fn(kernel, n, peak_flops, bandwidth)`` -> {"flop", "bytes", "seconds", "flop_per_s", "attainable", "bound"}.
 
-    Counts, attainable rate and bound must match a trusted recount; the time is not judged against a figure
-    but against the check's own NumPy measurement of the same kernel on the same machine (within 8x), and
-    flop_per_s must be the learner's flop / seconds. Ceilings are the H200's (where every CPU time is far from
-    the roofline time) and drawn ones straddling each kernel's intensity.
+    Counts, attainable rate and bound must match a trusted recount; flop_per_s must be the learner's flop / seconds.
+    The time is judged against what the check measures itself, never against a figure: the check clocks the
+    learner's whole call (CPU time: in a graded run the worker's clock, read from the grader), which must hold at
+    least :data:`CALL_RUNS` runs of the time reported (a warm-up and a timed run); the time must be within 8x of
+    the check's own NumPy runs of the same kernel on the same machine; and bytes (or flop) / seconds must not come
+    out the same in two cases, as a formula's would. axpy and sum are sized to run for a millisecond or so, far
+    longer than a call that only computes a formula. Ceilings are the H200's (where every CPU time is far from the
+    roofline time) and drawn ones straddling each kernel's intensity.
     """
-    sizes = {"axpy": (2**14, 2**17), "sum": (2**14, 2**17), "matmul": (32, 65)}  # n^3 <= 2^18: OpenBLAS runs one thread
+    sizes = {"axpy": (2**20, 2**21), "sum": (2**21, 2**22), "matmul": (32, 65)}  # n^3 <= 2^18: one OpenBLAS thread
     g = rng()
     plan = [("axpy", H200.peak("fp32"), H200.memory_bandwidth_bytes_per_s),
             ("matmul", H200.peak("fp32"), H200.memory_bandwidth_bytes_per_s)]
     for kernel in KERNELS:
         for factor in (float(g.uniform(0.5, 0.9)), float(g.uniform(1.1, 2))):  # ridge below and above the kernel
             plan.append((kernel, None, factor))
-    cases = []
+    cases, call_cpu, earlier = [], {"last": 0.0}, []
     for kernel, peak, third in plan:
         low, high = sizes[kernel]
         n = int(g.integers(low, high))
@@ -261,8 +282,13 @@ def check_measure_on_roofline(fn) -> None:
         expected = {"flop": flop, "bytes": n_bytes, "attainable": min(peak, flop / n_bytes * bandwidth),
                     "bound": "memory" if flop / n_bytes < peak / bandwidth else "compute"}
         cases.append(Case(f"{kernel} n={n}, peak {peak:.3g} FLOP/s, {bandwidth:.3g} B/s", (kernel, n, peak, bandwidth),
-                          expected=expected, check_result=_measured_consistently(kernel, n)))
-    check("measure_on_roofline", fn, cases, compare=_same_placement)
+                          expected=expected, check_result=_measured_consistently(kernel, n, call_cpu, earlier)))
+
+    def clocked(*args):
+        call_cpu["last"], result = cpu_seconds_of(fn, args)
+        return result
+
+    check("measure_on_roofline", clocked, cases, compare=_same_placement)
 
 
 # ------------------------------------------------------------------ 6.5 the traffic at each level, simulated

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
-import select
 import signal
-import stat
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -149,93 +147,3 @@ def _inspect(path: Path) -> dict:
         return {"checkpoint_step": None, "checkpoint_digest": None}
     return {"checkpoint_step": saved["step"], "checkpoint_digest": state_digest(saved)}
 
-
-
-
-# --- a writer killed mid-write, with its fsync and rename calls on record ------------------------------
-def _record_calls(say: Callable[[str], None]) -> None:
-    """In a child process: wrap os.fsync, os.replace and os.rename so that each call is reported first.
-
-    ``fsync file <inode> <size>`` (the size the file had when it was flushed to disk) or ``fsync dir <inode>``;
-    ``rename <inode of src> <folder of src>|<dst>``.
-    """
-    real = {name: getattr(os, name) for name in ("fsync", "replace", "rename")}
-
-    def fsync(fd):
-        info = os.fstat(fd)
-        say(f"fsync dir {info.st_ino}" if stat.S_ISDIR(info.st_mode) else f"fsync file {info.st_ino} {info.st_size}")
-        return real["fsync"](fd)
-
-    def renamer(name: str) -> Callable:
-        def call(src, dst, *args, **kwargs):
-            try:
-                inode = os.stat(src).st_ino
-            except OSError:
-                inode = -1
-            folder = os.path.dirname(os.path.realpath(os.fspath(src)))
-            say(f"rename {inode} {folder}|{os.path.realpath(os.fspath(dst))}")
-            return real[name](src, dst, *args, **kwargs)
-        return call
-
-    os.fsync, os.replace, os.rename = fsync, renamer("replace"), renamer("rename")
-
-
-def run_writer_killed(writer: Callable, path: str | os.PathLike, chunks: list[bytes], pause_after: int | None,
-                      fork: Callable[[], int] = os.fork, kill: Callable[[int], None] | None = None,
-                      timeout_seconds: float = 20.0) -> list[str]:
-    """Run ``writer(path, chunk_stream)`` in a forked child and SIGKILL it after ``pause_after`` chunks.
-
-    The stream stops before chunk ``pause_after`` (``len(chunks)``: after the last one, before the writer
-    can finish) and the child is killed there; ``None`` lets the writer finish. Returns the lines the child
-    reported, in order: its fsync and rename calls (:func:`_record_calls`), then ``paused``, ``done``,
-    ``todo`` (it raised NotImplementedError), ``raised <error>``, or ``timed out``. The caller inspects the
-    file. ``fork`` and ``kill`` may be replaced by a caller that guards its own forks (a confined kernel).
-    """
-    if not hasattr(os, "fork"):
-        raise RuntimeError("run_writer_killed needs os.fork (Linux or macOS); on Windows use WSL")
-    kill = kill or (lambda pid: os.kill(pid, signal.SIGKILL))
-    read_end, write_end = os.pipe()
-    pid = fork()
-    if pid == 0:  # the child: report on the pipe, never return into the caller's code
-        os.close(read_end)
-
-        def say(text: str) -> None:
-            os.write(write_end, (text + "\n").encode())
-
-        def stream():
-            for index, chunk in enumerate(chunks):
-                if index == pause_after:
-                    say("paused")
-                    time.sleep(60)
-                yield chunk
-            if pause_after == len(chunks):
-                say("paused")
-                time.sleep(60)
-
-        _record_calls(say)
-        try:
-            writer(path, stream())
-            say("done")
-        except NotImplementedError:
-            say("todo")
-        except BaseException as exc:  # report, never raise in a forked child
-            say(f"raised {type(exc).__name__}: {exc}".replace("\n", " "))
-        os._exit(0)
-    os.close(write_end)
-    lines, buffer, deadline = [], b"", time.monotonic() + timeout_seconds
-    while time.monotonic() < deadline:
-        if not select.select([read_end], [], [], 0.5)[0]:
-            continue
-        data = os.read(read_end, 4096)
-        if not data:
-            break
-        *complete, buffer = (buffer + data).split(b"\n")
-        lines += [line.decode(errors="replace") for line in complete]
-        if "paused" in lines:
-            break
-    else:
-        lines.append("timed out")
-    kill(pid)  # harmless if it already ended: it stays a zombie until waitpid
-    os.waitpid(pid, 0)
-    os.close(read_end)
-    return lines

@@ -8,10 +8,11 @@ screenshot per notebook lands in ``artifacts/browser/``.
 
 Every explorer is an :class:`mlsys_lab.widgets.base.Explorer`, so the frontend path (widget comm, figure
 redrawn on a drag) is the same for all of them; what each explorer computes is tested without a browser
-(``tests/<slug>/test_widgets.py``, ``tests/widgets/test_nbval.py``). So by default the browser runs the
-handouts of :data:`DEFAULT_LESSONS`, the two with the most explorers (8 of the course's 24), and the start
-page (2 more); ``MLSYS_LAB_BROWSER_LESSONS=all`` (or a comma-separated list of notebook names) runs others, as before a
-release.
+(``tests/<slug>/test_widgets.py``, ``tests/widgets/test_nbval.py``). So the quick lane (``make test``) runs the
+handout of :data:`QUICK_LESSONS`, one of the two lessons with the most explorers; ``make test-all`` runs
+every handout (the others are marked exhaustive, see ``tests/lanes.py``), the start page in full, and the check
+that a missing widget frontend is caught. ``MLSYS_LAB_BROWSER_LESSONS=all`` (or a comma-separated list of notebook
+names) chooses the handouts in either lane.
 """
 
 from __future__ import annotations
@@ -41,17 +42,19 @@ from mlsys_lab.course.notebook_cells import find_exercises
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-DEFAULT_LESSONS = ("07_collectives.ipynb", "08_parallelism.ipynb")
+QUICK_LESSONS = ("08_parallelism.ipynb",)
 
 
-def lessons_in_browser() -> list[str]:
-    """The handouts to run: MLSYS_LAB_BROWSER_LESSONS (``all`` or names), else DEFAULT_LESSONS."""
+def lessons_in_browser() -> list:
+    """The handouts to run: MLSYS_LAB_BROWSER_LESSONS (``all`` or names), else all, those but QUICK_LESSONS
+    marked exhaustive (run by ``make test-all`` only)."""
     chosen = os.environ.get("MLSYS_LAB_BROWSER_LESSONS", "").strip()
     names = [p.name for p in LESSONS]
+    if not chosen:
+        return [n if n in QUICK_LESSONS else pytest.param(n, marks=pytest.mark.exhaustive) for n in names]
     if chosen == "all":
         return names
-    wanted = [n.strip() if n.strip().endswith(".ipynb") else n.strip() + ".ipynb" for n in chosen.split(",")] \
-        if chosen else list(DEFAULT_LESSONS)
+    wanted = [n.strip() if n.strip().endswith(".ipynb") else n.strip() + ".ipynb" for n in chosen.split(",")]
     unknown = [n for n in wanted if n not in names]
     if unknown:
         raise ValueError(f"MLSYS_LAB_BROWSER_LESSONS names no notebook: {unknown} (known: {names})")
@@ -139,6 +142,7 @@ def test_student_version_runs_in_the_browser(page, lab, course, lesson, artifact
     assert waiting == n_exercises, f"{n_exercises} exercises, {waiting} say 'not attempted yet'"
 
 
+@pytest.mark.exhaustive
 def test_start_page_runs_in_full_and_checks_pass(page, lab, artifacts_dir):
     problems = check_notebook_in_browser(page, lab, "00_start_here.ipynb", artifacts_dir)
     assert not problems, "\n".join(problems)
@@ -146,6 +150,7 @@ def test_start_page_runs_in_full_and_checks_pass(page, lab, artifacts_dir):
     assert page.locator(".jp-OutputArea-output", has_text="backend: ").count() == 1
 
 
+@pytest.mark.exhaustive
 def test_a_missing_widget_frontend_is_caught(page, lab_server_factory, course, artifacts_dir):
     """Simulate a broken install: the ipywidgets JupyterLab extension disabled. The checks must notice."""
 

@@ -3,6 +3,7 @@
 * every lesson slug names its notebook, package, widgets module, exercises module and tests folder;
 * imports go one way: the shared floor and the kernels never import a lesson package; lesson packages
   never import widgets, exercises or course tools; widgets never import exercises or course tools;
+  exercises (the checks) never import widgets or course tools (the grader);
   nothing in the library imports a module by a string;
 * each public function or class is defined once in the library;
 * widgets only draw: their public functions are ``plot_*``/``draw_*``, their classes explorers;
@@ -18,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "mlsys_lab"
-FLOOR = {"backend", "timing", "hardware", "validation", "units", "records", "nn", "mpi", "cpu"}
+FLOOR = {"backend", "timing", "hardware", "validation", "units", "records", "nn", "mpi", "cpu", "tracebacks"}
 TOOLS = {"widgets", "exercises", "course"}
 SLUGS = sorted(p.stem.split("_", 1)[1] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 MAX_LINES = 400
@@ -110,12 +111,15 @@ def test_every_kernel_folder_is_a_lesson():
 
 
 def test_imports_go_one_way():
-    """Floor and kernels import no lesson; lessons import no tools; widgets import no exercises or course."""
+    """Floor and kernels import no lesson; lessons import no tools; widgets and exercises import no course
+    (nor each other)."""
     forbidden = {
         "floor": {"lesson", "kernels", "widgets", "exercises", "course"},
         "kernels": {"lesson", "widgets", "exercises", "course"},
         "lesson": {"widgets", "exercises", "course"},
         "widgets": {"exercises", "course"},
+        # The checks judge; the grader runs them. A check that imports the grader runs back up the layers.
+        "exercises": {"widgets", "course"},
     }
     wrong = []
     for path in modules():

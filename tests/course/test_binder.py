@@ -44,6 +44,7 @@ def test_repo2docker_plans_an_image_from_the_binder_files():
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # the pins equal pyproject's in the quick lane too (test_packaging.py); PyPI only here
 def test_pip_resolves_exactly_the_pinned_set(tmp_path):
     """A dry-run install of environment.yml's list resolves every pin to itself (needs PyPI)."""
     pins = environment_pins(ROOT / "binder" / "environment.yml")

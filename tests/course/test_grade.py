@@ -130,9 +130,11 @@ def test_json_has_exactly_the_documented_shape(graded):
     paths, by_name, _ = graded
     assert set(by_name) == set(paths)
     for result in by_name.values():
-        assert set(result) == {"submission", "score", "max_score", "exercises"}
+        assert set(result) == {"submission", "score", "max_score", "not_graded", "exercises"}
         assert list(result["exercises"]) == ["tensor_bytes", "add_intensity"]
-        assert all(set(e) == {"passed", "message", "used", "figure"} for e in result["exercises"].values())
+        assert all(set(e) == {"status", "passed", "message", "used", "figure"} for e in result["exercises"].values())
+        assert all(e["status"] == ("pass" if e["passed"] else "fail") for e in result["exercises"].values())
+        assert result["not_graded"] == []
         assert result["max_score"] == 2 and result["score"] == sum(scores(result).values())
 
 
@@ -203,8 +205,8 @@ def test_unreadable_submission_scores_zero_and_grading_goes_on(graded):
 def test_csv_class_table(graded):
     """Does the CSV have one row per submission, 1/0 per exercise, the totals and the library answers used?"""
     paths, by_name, rows = graded
-    assert list(rows[0]) == ["submission", "tensor_bytes", "add_intensity", "score", "max_score", "flags",
-                             "figures"]
+    assert list(rows[0]) == ["submission", "tensor_bytes", "add_intensity", "score", "max_score", "not_graded",
+                             "flags", "figures"]
     assert len(rows) == len(paths)
     for row in rows:
         result = by_name[Path(row["submission"]).stem]
@@ -277,6 +279,7 @@ def test_graded_notebook_takes_checks_from_the_reference():
     assert len(sliced) < len(everything)
 
 
+@pytest.mark.exhaustive  # the fixture's verdicts again, under load: make test-all (tests/lanes.py)
 def test_oversubscribed_jobs_give_the_same_verdicts(graded, tmp_path):
     """Three gradings per core (``--jobs`` 3 x the cores: a loaded machine): does every submission keep its
     verdicts, exercise by exercise? Neither kernel start-up nor a share of a core is the learner's doing."""

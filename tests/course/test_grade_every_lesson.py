@@ -3,6 +3,8 @@
 Three lessons' solutions are graded in full by other tests, so here only their handouts are graded (that needs
 no kernel): 00 by ``test_grade.py`` (its "reference" submission), 09 and 10 by ``test_grade_red_team.py`` (its
 honest classmates hand in every solution and must keep full marks).
+
+The quick lane (``make test``) grades :data:`QUICK_LESSON`; ``make test-all`` grades every lesson (``tests/lanes.py``).
 """
 
 import json
@@ -15,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SOLUTIONS_GRADED_ELSEWHERE = {"00_start_here", "09_fault_tolerance", "10_peft"}
+QUICK_LESSON = "03_roofline"  # solutions graded in full, numeric checks and a kernel timed in the grader
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +30,8 @@ def grade(submissions: list[Path], reference: Path) -> list[dict]:
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("lesson", [p if p.stem == QUICK_LESSON else pytest.param(p, marks=pytest.mark.exhaustive)
+                                    for p in LESSONS], ids=lambda p: p.stem)
 def test_reference_scores_full_and_student_version_zero(lesson, tmp_path):
     student = tmp_path / lesson.name
     subprocess.run([sys.executable, "-m", "mlsys_lab.course.cli", "student", str(lesson), str(student)],

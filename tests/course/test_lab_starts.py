@@ -22,6 +22,7 @@ def test_make_lab_serves_the_start_page(tmp_path):
     with running(command, port, token, ROOT, lab_environment(tmp_path)) as server:
         code, page = http_get(server.url("lab/tree/00_start_here.ipynb"))
         assert code == 200 and "JupyterLab" in page
-        # Given a file, the server roots itself at the file's folder: the learner sees every lesson.
+        # Given a file, the server roots itself at the file's folder: the learner sees every handout (and no
+        # solved lesson, which sits one folder up).
         code, listing = http_get(server.url("api/contents"))
         assert code == 200 and '"00_start_here.ipynb"' in listing

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from mlsys_lab.exercises.fault_tolerance_kill import files_of, snapshot
 from mlsys_lab.exercises.fault_tolerance_resume import TEARS, reference_train, resume_case, tear, valid_steps
 from mlsys_lab.fault_tolerance import resume
 from mlsys_lab.fault_tolerance.checkpoint_io import make_data
@@ -38,8 +39,9 @@ def test_every_tear_makes_the_checkpoint_invalid(tmp_path, how):
     for step in (5, 10):
         state["step"] = step
         resume.save_checkpoint(tmp_path, state)
-    tear(tmp_path, 10, how)
-    assert sorted(valid_steps(tmp_path)) == [5]
+    files = snapshot(tmp_path)
+    tear(files, 10, how)
+    assert sorted(valid_steps(files_of(files))) == [5]
 
 
 def test_uninterrupted_matches_a_plain_loop():

@@ -53,8 +53,8 @@ def test_crash_safe_writer_check_kills_mid_write():
     assert verdict(ex.check_crash_safe_writer, write_atomic) == "✓ crash_safe_writer: 8/8 cases"
 
     def in_place_with_ceremony(path, chunks):
-        """Every durability step a complete write is checked for (fsync, rename, folder fsync), but the bytes
-        go over the old file: only a kill mid-write can tell it from the atomic writer."""
+        """Every durability step of the atomic writer (fsync, rename, folder fsync), but the bytes go over the
+        old file: the check sees it write into the checkpoint (inotify) and keep its inode."""
         write_in_place(path, chunks)
         with open(path, "rb+") as f:
             os.fsync(f.fileno())
@@ -64,9 +64,14 @@ def test_crash_safe_writer_check_kills_mid_write():
         os.close(folder)
 
     line = verdict(ex.check_crash_safe_writer, in_place_with_ceremony)
-    assert line.startswith("✗") and "SIGKILL after chunk" in line, line  # passed every complete write
-    assert "killed after" in line and ", not the old " in line, line  # rejected for the torn checkpoint
-    assert "no os.replace" in verdict(ex.check_crash_safe_writer, write_in_place)
+    assert line.startswith("✗") and ("written to in place" in line or "same inode" in line), line
+    old, new = b"o" * 3000, bytes(range(250)) * 200  # chunks of 10 kB: larger than a file object's buffer
+    torn = ex._writer_case(write_in_place, old, new, 10_000, 2)  # killed while waiting for the third chunk
+    assert torn == "SIGKILL while the writer waited for chunk 3 of 5: the checkpoint was 20000 bytes, neither the " \
+                   "old 3000 nor the new 50000: torn", torn
+    assert ex._writer_case(write_in_place, old, new, 1_000, 2).endswith("was 0 bytes, neither the old 3000 nor the "
+                                                                        "new 50000: torn")  # all still buffered
+    assert ex._writer_case(write_atomic, old, new, 10_000, 2) == "ok"
 
     def todo(path, chunks):
         raise NotImplementedError()

@@ -150,6 +150,17 @@ def measured(counts=ex.kernel_counts, seconds_of=None, bound_of=None, rate_of=No
     return fn
 
 
+def formula_only(seconds_of):
+    """Counts right, nothing run: ``seconds_of(flop, bytes)`` stands in for a measurement."""
+    def fn(kernel, n, peak, bandwidth):
+        flop, n_bytes = ex.kernel_counts(kernel, n)
+        seconds = seconds_of(flop, n_bytes)
+        return {"flop": flop, "bytes": n_bytes, "seconds": seconds, "flop_per_s": flop / seconds,
+                "attainable": min(peak, flop / n_bytes * bandwidth),
+                "bound": "memory" if flop / n_bytes < peak / bandwidth else "compute"}
+    return fn
+
+
 def counts_replaced(kernel_name, new):
     def counts(kernel, n):
         return new(n) if kernel == kernel_name else ex.kernel_counts(kernel, n)
@@ -168,6 +179,11 @@ MEASURE = Catalogue("measure_on_roofline", ex.check_measure_on_roofline, ex.refe
     "bound from the measured rate against the roof": measured(
         bound_of=lambda f, b, s, p, w: "memory" if f / s < min(p, f / b * w) else "compute"),
     "flop_per_s from bytes / seconds": measured(rate_of=lambda f, b, s: b / s),
+    "measurement computed from bytes / an assumed 20 GB/s (nothing run)": formula_only(lambda f, b: b / 20e9),
+    "roofline time on assumed CPU ceilings, 50 GFLOP/s and 20 GB/s (nothing run)":
+        formula_only(lambda f, b: max(f / 50e9, b / 20e9)),
+    "times the kernel, then reports bytes / an assumed 20 GB/s":
+        measured(seconds_of=lambda k, n, s, f, b, p, w: b / 20e9),
 })
 
 # ------------------------------------------------------------------ tile_traffic

@@ -6,7 +6,8 @@ traceback that is the learner's: not this package, not the standard library, not
 In a notebook that frame is a cell (IPython names it ``/tmp/ipykernel_<pid>/<hash>.py``), and the line
 number counts from the top of the cell, which is what JupyterLab shows beside the code.
 
-This module imports nothing from the course so that the grading worker can use it too.
+It sits on the shared floor: the checks (``exercises``) and the grader's worker (``course``) both use it,
+and it imports nothing of the library.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import sysconfig
 import traceback
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))  # mlsys_lab/
 _NOT_LEARNER = tuple(
     os.path.abspath(p) + os.sep
     for p in {_PACKAGE, sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
