@@ -23,7 +23,8 @@ CPU budget of each exercise is counted from outside, by the grader reading this 
 
 Over that, an audit hook (:func:`sys.addaudithook`), armed by :func:`start_segment`, refuses child processes,
 changing resource limits, signals to other processes, loading native code through ctypes except numba's JIT
-(:func:`_native_code_allowed`), and importing ``mlsys_lab.exercises``, with messages a learner can read. It is
+(:func:`_native_code_allowed`), and importing the grader's own modules, with messages a learner can read (the
+checks, ``mlsys_lab.exercises``, are stand-ins here: :mod:`mlsys_lab.course.stand_in_checks`). It is
 no sandbox (CPython says so, and a cell can reach its flag): the verdict never depends on it.
 
 A timed check sends the arguments once (``hold``), has them used ``repeat`` times while the grader reads
@@ -40,7 +41,7 @@ import socket
 import sys
 from typing import Any, Callable
 
-from mlsys_lab.course import confinement, wire
+from mlsys_lab.course import confinement, stand_in_checks, wire
 from mlsys_lab.course.library_answers import LIBRARY_ANSWERS
 from mlsys_lab.tracebacks import learner_line
 
@@ -50,7 +51,8 @@ REFUSED_EVENTS = frozenset({
     "pty.spawn", "resource.setrlimit", "resource.prlimit", "ctypes.dlopen", "ctypes.dlsym",
     "ctypes.dlsym/handle", "ctypes.call_function", "os.setuid", "os.setgid",
 })
-REFUSED_IMPORTS = ("mlsys_lab.exercises", "mlsys_lab.course.grade", "mlsys_lab.course.nbval_report")
+# The checks themselves are stand-ins in a worker (course/stand_in_checks.py); the grader is not importable.
+REFUSED_IMPORTS = ("mlsys_lab.course.grade", "mlsys_lab.course.nbval_report", "mlsys_lab.course.checks")
 # Packages whose own shared libraries ctypes may open while armed (numba's JIT loads llvmlite's LLVM).
 JIT_PACKAGES = ("llvmlite", "numba")
 _armed, _jit_folders = [False], []  # armed?; the JIT packages' folders, real paths ending in "/" (set by main)
@@ -271,7 +273,7 @@ def _audit(event: str, args: tuple) -> None:
     if event in ("os.kill", "os.killpg", "signal.pthread_kill") and args and args[0] not in (0, os.getpid()):
         raise PermissionError("signals to other processes are not allowed while grading")
     if event == "import" and args and str(args[0]).startswith(REFUSED_IMPORTS):
-        raise ImportError(f"{args[0]} is not importable while grading (the checks' reference answers)")
+        raise ImportError(f"{args[0]} is not importable while grading (the grader's own code)")
 
 
 def start_segment() -> None:
@@ -329,6 +331,7 @@ def main(argv: list[str]) -> None:
 
     worker._jit_folders[:] = jit_folders()
     _no_subprocess_pipe()
+    stand_in_checks.install()
     sys.addaudithook(worker._audit)
     sys.argv = ["ipykernel_launcher", *argv]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)

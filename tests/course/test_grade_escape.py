@@ -176,6 +176,8 @@ def test_no_attack_reaches_the_grader_the_machine_or_the_network(tmp_path, monke
                                  reference=START_HERE) for name, source in ATTACKS.items()}
     honest_bytes = BURN + HONEST_BYTES.replace("    return n", "    _burn(3)\n    return n")
     cells["honest, 3 s of CPU in each exercise"] = honest_bytes
+    cells["honest, runs the check in its own cell"] = (HONEST_BYTES + "\nfrom mlsys_lab.exercises.start_here import "
+                                                       "check_tensor_bytes\ncheck_tensor_bytes(tensor_bytes)\n")
     reference = nbformat.read(START_HERE, as_version=4)
     paths = _submissions(folder, reference, cells, others=BURN + HONEST_INTENSITY.replace(
         "    return n", "    _burn(3)\n    return n"))

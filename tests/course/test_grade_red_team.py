@@ -14,10 +14,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from mlsys_lab.course.confinement import landlock_abi
 from mlsys_lab.course.grade import grade, load_reference
 from mlsys_lab.course.notebook_cells import STUB_LINES
 from mlsys_lab.course.student import student_version
-from mlsys_lab.course.confinement import landlock_abi
 
 ROOT = Path(__file__).resolve().parents[2]
 # The quick lane (make test) runs the first; make test-all both (tests/lanes.py).
