@@ -138,9 +138,13 @@ def reference_loads_in_flight(inflight, bytes_per_s, fraction: float, n_sms: int
 
 
 def _same_latency_and_loads(got, expected) -> bool:
-    if not isinstance(got, (tuple, list)) or len(got) != 2 or isinstance(got[1], bool):
+    """A latency (any number) and a whole count of loads (an int, NumPy's too: values, not types)."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
         return False
-    return close_enough(float(got[0]), expected[0]) and isinstance(got[1], (int, np.integer)) and got[1] == expected[1]
+    latency, loads = as_python_scalar(got[0]), as_python_scalar(got[1])
+    if not is_number(latency) or not isinstance(loads, int) or isinstance(loads, bool):
+        return False
+    return close_enough(float(latency), expected[0]) and loads == expected[1]
 
 
 def synthetic_sweep(g: np.random.Generator) -> tuple[list[float], list[float]]:

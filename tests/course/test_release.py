@@ -302,7 +302,8 @@ def test_hand_in_from_the_release_grades_like_one_from_the_course(release, tmp_p
             results[lesson] = grade(paths, ROOT / "notebooks" / f"{lesson}.ipynb", jobs=2, timeout_s=60)
     for lesson, (from_release, from_course) in results.items():
         assert from_release.to_json()["exercises"] == from_course.to_json()["exercises"], lesson
-        assert from_release.score == from_release.max_score, [e.message for e in from_release.exercises.values()]
+        assert from_release.score == from_release.max_score and not from_release.not_graded, [
+            e.message for e in from_release.exercises.values()]
 
 
 def test_release_command_refuses_a_folder_in_use(tmp_path, capsys):
