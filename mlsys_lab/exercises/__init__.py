@@ -7,6 +7,7 @@ plus fresh random ones) and prints exactly one line:
     ✓ ring_allreduce: 12/12 cases
     ✗ ring_allreduce: case 3 (p=5, n=7): got [...], expected [...]
     … ring_allreduce: not attempted yet
+    … bias_gelu: needs a CUDA GPU, not graded here (open the Colab badge for a free T4)
 
 The ✓ line depends only on the number of cases, so it is the same on every run and nbval can compare
 it; the random cases change from run to run (set ``MLSYS_LAB_CHECK_SEED`` to replay one, or run the check
@@ -18,7 +19,8 @@ A failing verdict names the case, the expected and received values, and, when th
 the line of theirs that raised (:func:`mlsys_lab.tracebacks.learner_line`). A return value that
 cannot even be compared (a string where a number was due, an object whose ``==`` raises) is a failed case
 with what was received, never a traceback. A kernel exercise may add a performance ``figure`` ("71% of copy
-bandwidth") to a passing verdict; the grader reports it beside pass/fail.
+bandwidth") to a passing verdict; the grader reports it beside pass/fail. A check that passes in a learner's own
+notebook keeps the function as their piece, which later lessons run (:mod:`mlsys_lab.pieces`).
 
 Every check has, in ``tests/<slug>/test_exercise_catalogue.py``, a catalogue of wrong implementations that
 it must reject on every one of 50 seeds (``tests/catalogue.py`` runs them).
@@ -27,6 +29,7 @@ it must reject on every one of 50 seeds (``tests/catalogue.py`` runs them).
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -34,6 +37,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from mlsys_lab import pieces
 from mlsys_lab.tracebacks import learner_line
 
 PASS, FAIL, TODO = "✓", "✗", "…"
@@ -63,6 +67,9 @@ class Verdict:
     line: str
     n_cases: int
     figure: str = ""  # a kernel exercise's performance on a pass, e.g. "71% of copy bandwidth"
+    # What this machine lacks to grade the exercise ("a CUDA GPU"): the status is then TODO, and the exercise is
+    # not graded here, neither passed nor failed (see :func:`not_graded_here`).
+    needs: str = ""
 
     @property
     def passed(self) -> bool:
@@ -200,8 +207,25 @@ def check(name: str, fn: Callable, cases: Iterable[Case], compare: Callable[[Any
     verdict = evaluate(name, fn, cases, compare)
     if verdict.passed and figure is not None:
         verdict = Verdict(verdict.name, verdict.status, verdict.line, verdict.n_cases, str(figure()))
+    if verdict.passed and VERDICT_SINK.get() is None:  # a learner's own notebook, not the grader or a catalogue
+        module = sys._getframe(1).f_globals.get("__name__", "")
+        pieces.keep(name, fn, pieces.lesson_of_check_module(module))
+    return report(verdict)
+
+
+def report(verdict: Verdict) -> Verdict:
+    """Hand ``verdict`` to the grader's sink when one is set, print its line, and return it."""
     sink = VERDICT_SINK.get()
     if sink is not None:
         sink(verdict)
     print(verdict.line)
     return verdict
+
+
+def not_graded_here(name: str, needs: str, where: str) -> Verdict:
+    """Report that this machine cannot grade ``name``: ``… name: needs <needs>, not graded here (<where>)``.
+
+    The learner's function is never called. A grader reads ``Verdict.needs`` and records the exercise as not
+    graded, never as a failure.
+    """
+    return report(Verdict(name, TODO, f"{TODO} {name}: needs {needs}, not graded here ({where})", 0, needs=needs))

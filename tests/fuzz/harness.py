@@ -64,6 +64,7 @@ EXCLUDED_MODULES_BY_CATEGORY: dict[str, dict[str, str]] = {
     NOT_LIBRARY: {
         "mlsys_lab.widgets": "draws figures; explorers show the library's messages (issue #19, part 3)",
         "mlsys_lab.exercises": "checks of a learner's functions, not the library's API",
+        "mlsys_lab.tracebacks": "reads an exception's traceback for a check's message (tests/floor/test_tracebacks.py)",
     },
     PROCESSES: {
         "mlsys_lab.course": "instructor tools that read and write notebooks and run processes",
@@ -82,6 +83,7 @@ EXCLUDED_MODULES_BY_CATEGORY: dict[str, dict[str, str]] = {
     FILES: {
         "mlsys_lab.fault_tolerance.checkpoint_io": "writes checkpoint files",
         "mlsys_lab.training_memory.weights_io": "writes weight files",
+        "mlsys_lab.pieces": "keeps and loads the learner's pieces (files in their folder; tests/floor/test_pieces.py)",
     },
     WALL_CLOCK: {
         "mlsys_lab.loops.measure": "wall-clock benchmarks: each call times kernels for seconds by design",
