@@ -66,14 +66,21 @@ def all_prompts() -> list[Prompt]:
     return [p for lesson in NOTEBOOKS for p in prompts(lesson)]
 
 
-def with_body(cell_source: str, body: str) -> str:
-    """The exercise cell with its solution region (markers included) replaced by ``body``, indented like it."""
+def with_body(cell_source: str, *bodies: str) -> str:
+    """The exercise cell with its solution regions (markers included) replaced by ``bodies``, one per region in
+    order, each indented like its region's BEGIN marker."""
     lines = cell_source.splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if line.strip() == BEGIN_SOLUTION)
-    end = next(i for i, line in enumerate(lines) if line.strip() == END_SOLUTION)
-    indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
-    inserted = "".join(f"{indent}{line}\n" if line.strip() else "\n" for line in body.splitlines())
-    return "".join(lines[:start]) + inserted + "".join(lines[end + 1:])
+    starts = [i for i, line in enumerate(lines) if line.strip() == BEGIN_SOLUTION]
+    ends = [i for i, line in enumerate(lines) if line.strip() == END_SOLUTION]
+    if len(starts) != len(bodies) or len(ends) != len(bodies):
+        raise ValueError(f"the cell has {len(starts)} solution regions, {len(bodies)} bodies were given")
+    out, previous_end = [], -1
+    for start, end, body in zip(starts, ends, bodies, strict=True):
+        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+        out += lines[previous_end + 1:start]
+        out += [f"{indent}{line}\n" if line.strip() else "\n" for line in body.splitlines()]
+        previous_end = end
+    return "".join(out + lines[previous_end + 1:])
 
 
 def exercise_namespace(prompt: Prompt, cell_source: str | None = None) -> dict:

@@ -105,11 +105,15 @@ def gates_dense(indices, weights, n_experts: int):
 def expert_capacity(n_tokens: int, n_experts: int, capacity_factor: float, top_k: int = 1) -> int:
     """Tokens one expert may take: ⌈top_k · n_tokens / n_experts · capacity_factor⌉, rounded *up*.
 
-    Switch Transformer eq. 3 with top_k = 1; GShard's 2N/E with top_k = 2 and factor 1. Implementations differ
-    in the rounding: DeepSpeed-MoE rounds up (``torch.ceil``, here too), Mesh-TensorFlow, in which Switch and
-    GShard were written, rounds down (``int(...)``). Rounding up is the choice here because a capacity below
-    the mean load would drop tokens even from a perfectly balanced router, and a small batch (64 tokens, 128
-    experts, factor 1) would get capacity 0 and drop everything; the two differ by at most one slot.
+    The k factor and the ceiling follow the papers and DeepSpeed-MoE: Switch Transformer eq. 3 with top_k = 1;
+    GShard's paper, 2N/E, with top_k = 2 and factor 1; DeepSpeed-MoE's top-2 gate doubles the factor and rounds up
+    (``torch.ceil``). Other code differs in both: Mesh-TensorFlow's MoE layer (``transformer_moe_layer_v1``, the
+    code Switch Transformer was written in) takes min(group, int(group · factor / experts)): rounded down, and no
+    k factor even for its top-2 gate, whose factor must cover both choices; GShard itself was written in Lingvo
+    (its GShard layers, on XLA's sharding annotations), not Mesh-TensorFlow, and sizes the capacity from group ·
+    factor / experts as well. Rounding up is the choice here because a capacity below the mean load would drop
+    tokens even from a perfectly balanced router, and a small batch (64 tokens, 128 experts, factor 1) would get
+    capacity 0 and drop everything; the two roundings differ by at most one slot.
     """
     check_int("n_tokens", n_tokens, low=1)
     check_int("n_experts", n_experts, low=1)
@@ -164,10 +168,13 @@ def drop_fraction(indices, n_experts: int, capacity_factor: float, routed=None) 
 
 
 def gshard_second_expert_mask(weights, rng: np.random.Generator) -> np.ndarray:
-    """GShard's random routing (Lepikhin et al. 2020, Algorithm 1): keep expert 2 with prob. min(1, 2·g₂).
+    """GShard's random routing as its paper writes it (Lepikhin et al. 2020, Algorithm 1; fairseq's Top2Gate does
+    the same): keep expert 2 with prob. min(1, 2·g₂).
 
     ``weights`` (T, 2) are the top-2 gates normalised to g₁ + g₂ = 1. A token whose second gate is
     small is usually sent to its first expert only, saving capacity. Returns a (T, 2) bool mask.
+    The code behind the papers uses another rule: Lingvo's GShard gating and Mesh-TensorFlow's "random" policy
+    keep expert 2 with prob. min(1, g₂ / threshold), a parameter (Mesh-TensorFlow's default 0.2: 5·g₂).
     """
     check_type("rng", rng, np.random.Generator)
     w = np.asarray(check_array("weights", asnumpy(weights), kinds="f", finite=True, min_size=0))

@@ -25,12 +25,15 @@ from mlsys_lab.validation import check_choice, check_finite, check_int, check_po
 
 # GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, d_ff = 4 d_model; BPE vocab 50257.
 GPT3_175B = TRANSFORMER_SHAPES["GPT-3 175B"]
-# LLaMA-65B (Touvron et al. 2023, Table 2 and the released config): 80 layers, d 8192, 64 heads, SwiGLU d_ff 22016.
+# LLaMA (Touvron et al. 2023, "LLaMA: open and efficient foundation language models", §2.2 and Table 2, and the
+# released configs): pre-normalization with RMSNorm, SwiGLU MLPs of width 2/3·4d rounded up (three matrices), no
+# biases, separate input and output embeddings of a 32000-token vocabulary. Table 2 lists 6.7B and 65.2B.
+# LLaMA-65B: 80 layers, d 8192, 64 heads, SwiGLU d_ff 22016.
 LLAMA_65B = TransformerShape("LLaMA-65B", n_layers=80, hidden=8192, n_heads=64, vocab=32000, d_ff=22016,
-                             n_mlp_matrices=3)
-# LLaMA-7B: 32 layers, d 4096, 32 heads, SwiGLU d_ff 11008.
+                             n_mlp_matrices=3, biases=False, norm="rmsnorm", tied_embeddings=False)
+# LLaMA-7B: 32 layers, d 4096, 32 heads, SwiGLU d_ff 11008: 6,738,415,616 parameters.
 LLAMA_7B = TransformerShape("LLaMA-7B", n_layers=32, hidden=4096, n_heads=32, vocab=32000, d_ff=11008,
-                            n_mlp_matrices=3)
+                            n_mlp_matrices=3, biases=False, norm="rmsnorm", tied_embeddings=False)
 MODELS = {m.name: m for m in (LLAMA_7B, LLAMA_65B, GPT3_175B)}
 
 # LoRA paper, Table 4 (GPT-3 175B rows) and Section 7.1's 18M budget: (rank, targets) -> trainable params.

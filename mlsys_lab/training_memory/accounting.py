@@ -11,11 +11,11 @@ mixed, fp32 grads  2        4          4                   8 (m, v)         18 (
 fp32 + SGD         4        4          —                   0                8
 =================  =======  =========  ==================  ===============  ========
 
-Mixed precision (Micikevicius et al. 2018) keeps fp16/bf16 weights and gradients for the math and an
-fp32 master copy for the update: 2 + 2 + 12 = 16 bytes, the same as fp32 Adam (ZeRO, Rajbhandari et
-al. 2020, §3.1). It saves activation memory and time, not optimizer memory. Activations are the
-other term: for a transformer layer, Korthikanti et al. 2022 (eq. 2) count s·b·h·(34 + 5·a·s/h)
-bytes with 16-bit activations.
+Mixed precision (the recipe of Micikevicius et al. 2018) keeps fp16/bf16 weights and gradients for the math
+and an fp32 master copy for the update; counted per parameter as ZeRO counts it (Rajbhandari et al. 2020,
+§3.1), 2 + 2 + 12 = 16 bytes, the same as fp32 Adam. It saves activation memory and time, not optimizer
+memory. Activations are the other term: for a transformer layer, Korthikanti et al. 2022 (eq. 2) count
+s·b·h·(34 + 5·a·s/h) bytes with 16-bit activations.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ recomputes it (``computed``), evaluated in a namespace like the notebook's (the 
 solved exercise cell, :func:`prompts.exercise_namespace`) in which the exercise's name is bound to the check's
 ``reference_<exercise>`` where there is one: the numbers a learner reads are the numbers the check expects. The
 test parses the numbers (and True, False, None) of ``shown`` and compares them, in order, with those of the
-computed value, each to the precision it is printed with; the words of the value must appear in ``shown``.
-Examples written as a doctest (``>>>``) are run as one. Every exercise of every lesson must have an entry.
+computed value, each to the precision it is printed with; the words of the value must appear in ``shown``. A
+statement with nothing to compare (``Claim``) is an expression that must be True. Examples written as a doctest
+(``>>>``) are run as one. Every exercise of every lesson must have an entry.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import re
 import numpy as np
 import pytest
 from prompts import Prompt, all_prompts, exercise_namespace
-from worked_examples import EXAMPLES, SETUP
+from worked_examples import EXAMPLES, SETUP, Claim
 
 from mlsys_lab.course.checks import lessons
 from mlsys_lab.course.release_record import LEARNER_ALIASES
 
 PROMPTS = {p.exercise.name: p for p in all_prompts()}
-NUMBER = re.compile(r"(?<![\w.])(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:[eE]([-+]?\d+))?)(?![\w.]\w)"
+NUMBER = re.compile(r"(?<![\w.])(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:[eE]([-+]?\d+))?)(?!\w)"
                     r"|\b(True|False|None)\b")
 
 
@@ -34,10 +35,16 @@ def normalized(text: str) -> str:
     return " ".join(text.replace("−", "-").replace("\u2009", " ").replace("\u202f", " ").split())
 
 
+SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+POWER_OF_TEN = re.compile(r"(\d(?:\.\d+)?) ?[×·] ?10([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)")
+
+
 def stated(shown: str) -> list[tuple[object, float]]:
-    """The numbers, True, False and None of ``shown`` in order, each with half a unit of its last printed digit."""
+    """The numbers, True, False and None of ``shown`` in order, each with half a unit of its last printed digit
+    (``5 × 10⁻³`` is read as 5e-3)."""
     found = []
-    for m in NUMBER.finditer(normalized(shown)):
+    text = POWER_OF_TEN.sub(lambda m: f"{m.group(1)}e{m.group(2).translate(SUPERSCRIPT)}", normalized(shown))
+    for m in NUMBER.finditer(text):
         if m.group(4):
             found.append(({"True": True, "False": False, "None": None}[m.group(4)], 0.0))
             continue
@@ -96,7 +103,7 @@ def references(prompt: Prompt) -> dict:
     """The check module's names, with the exercise's function bound to its reference where the check has one
     that takes the same arguments (the lesson's solution stays otherwise: nbval proves it passes the check)."""
     module = lessons()[prompt.lesson.split("_", 1)[1]]
-    names = {k: v for k, v in vars(module).items() if not k.startswith("_")}
+    names = {k: v for k, v in vars(module).items() if not k.startswith("__")}
     reference = names.get(LEARNER_ALIASES.get(prompt.exercise.name, f"reference_{prompt.exercise.name}"))
     return names, reference
 
@@ -136,12 +143,17 @@ def test_worked_example_is_what_the_reference_computes(name):
         if shown not in text:
             problems.append(f"not in the prompt: {example.shown!r}")
             continue
+        if isinstance(example, Claim):
+            if eval(example.holds, ns) is not True:  # noqa: S307 - the table's own expressions
+                problems.append(f"{example.shown!r}: does not hold ({example.holds})")
+            continue
         value = eval(example.computed, ns)  # noqa: S307 - the table's own expressions
         problems += [f"{example.shown!r}: {p}" for p in disagreements(shown, value)]
     parser, runner = doctest.DocTestParser(), doctest.DocTestRunner(
         optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS, verbose=False)
     if ">>>" in prompt.without_hints():
-        test = parser.get_doctest(prompt.without_hints(), ns, name, None, 0)
+        unfenced = re.sub(r"^```.*$", "", prompt.without_hints(), flags=re.MULTILINE)  # a fence ends the output
+        test = parser.get_doctest(unfenced, ns, name, None, 0)
         result = runner.run(test, out=problems.append)
         assert result.attempted > 0
     assert not problems, f"{prompt.lesson}, {name}:\n" + "\n".join(problems)
@@ -158,6 +170,7 @@ def test_worked_example_is_what_the_reference_computes(name):
     ("is `(False, [])`", (False, []), True),
     ("is `(False, [])`", (True, []), False),
     ("gives `None`", None, True),
+    ("w ≈ −5 × 10⁻³ (five steps)", -5.0e-3, True),
 ])
 def test_the_comparison_catches_a_wrong_figure(shown, value, ok):
     """Would the test have caught lesson 06's printed gradient, a wrong word, a wrong truth value?"""

@@ -85,3 +85,19 @@ def test_calibrated_run_is_reproduced_exactly():
     runs = predict_megatron_runs()
     assert runs[0]["calibration"] and runs[0]["relative_error"] == pytest.approx(0.0, abs=1e-9)
     assert all(0 < r["efficiency"] < 1 for r in runs)
+
+
+def test_activation_memory_is_korthikantis_tp_row_with_full_recompute():
+    """Which row of Korthikanti et al.'s Table 2 the planner uses (the lesson says so): tensor parallelism without
+    sequence parallelism, s·b·h·(10 + 24/t + 5·a·s/(h·t)) per layer, and with full recomputation the layer inputs,
+    2·s·b·h, plus one layer's full activations. Not the sequence-parallel 34/t row, nor selective recomputation."""
+    model, t, p, b = ModelSpec(8, 1024, 16, seq_len=512), 4, 2, 1
+    s, h, a, layers = 512, 1024, 16, 8
+    full = s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
+    m = 16 // (2 * b)  # global batch 16 over dp 2
+    stored = estimate(model, _selene(16), Plan(2, t, p, micro_batch=b, recompute=False), 16)
+    assert stored.memory_bytes["activations"] == pytest.approx(layers / p * min(p, m) * full)
+    recomputed = estimate(model, _selene(16), Plan(2, t, p, micro_batch=b), 16)
+    assert recomputed.memory_bytes["activations"] == pytest.approx(layers / p * min(p, m) * 2 * s * b * h + full)
+    sequence_parallel = s * b * h * (34 / t + 5 * a * s / (h * t))
+    assert stored.memory_bytes["activations"] != pytest.approx(layers / p * min(p, m) * sequence_parallel)
