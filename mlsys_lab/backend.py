@@ -142,6 +142,23 @@ def sync() -> None:
         xp.cuda.get_current_stream().synchronize()
 
 
+# CUDA errors after which the process's context is unusable: every later call fails the same way until the process
+# ends (CUDA runtime API, "sticky" errors). Named as CuPy reports them (runtime and driver spellings).
+STICKY_CUDA_ERRORS = ("cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS", "illegal memory access",
+                      "cudaErrorMisalignedAddress", "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address",
+                      "cudaErrorLaunchFailure", "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure",
+                      "cudaErrorIllegalInstruction", "CUDA_ERROR_ILLEGAL_INSTRUCTION", "cudaErrorHardwareStackError",
+                      "CUDA_ERROR_HARDWARE_STACK_ERROR", "cudaErrorAssert", "CUDA_ERROR_ASSERT")
+
+
+def context_lost(message: str) -> bool:
+    """Does this error message report a sticky CUDA error (:data:`STICKY_CUDA_ERRORS`), one that leaves the
+    process's GPU context unusable (an out-of-bounds access in a kernel, most often)?"""
+    if not isinstance(message, str):
+        raise TypeError(f"message must be an error message (str); got {type(message).__name__}")
+    return any(name in message for name in STICKY_CUDA_ERRORS)
+
+
 def describe() -> str:
     """One line: the backend, the device, and why it was chosen."""
     return f"backend: {name} · device: {_selection.device} · {_selection.reason}"

@@ -29,7 +29,9 @@ from typing import Any, Callable
 
 STORE_ENV = "MLSYS_LAB_PIECES"
 LESSONS = ("start_here", "operators", "loops", "roofline", "memory_hierarchy", "autotuning", "training_memory",
-           "collectives", "parallelism", "fault_tolerance", "peft", "moe")
+           "collectives", "parallelism", "fault_tolerance", "peft", "moe", "capstone")
+# A piece kept before its record named the modules it reads gets the imports every lesson's first cell makes.
+OLDER_RECORDS_MODULES = {"np": "numpy", "os": "os", "math": "math"}
 _loading: list[bool] = [False]  # a recorded cell that calls a check must not record again while it loads
 
 
@@ -60,6 +62,23 @@ def cell_source(fn: Callable) -> str | None:
     return "".join(lines) or None
 
 
+def modules_read(fn: Callable) -> dict[str, str]:
+    """The modules ``fn`` reads by a global name (``{"np": "numpy"}``): a notebook imports them in an earlier cell
+    than the exercise's, so they come back as imports when the piece is loaded alone."""
+    names, codes = set(), [getattr(fn, "__code__", None)]
+    while codes:
+        code = codes.pop()
+        if code is not None:
+            names.update(code.co_names)
+            codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    found = {}
+    for name in sorted(names):
+        value = getattr(fn, "__globals__", {}).get(name)
+        if isinstance(value, types.ModuleType):
+            found[name] = value.__name__
+    return found
+
+
 def _path(name: str) -> Path | None:
     folder = store_folder()
     return None if folder is None else folder / f"{name}.json"
@@ -72,6 +91,7 @@ def keep(name: str, fn: Callable, lesson: str) -> Path | None:
     if path is None or source is None or _loading[0]:
         return None
     record = {"name": name, "function": fn.__name__, "lesson": lesson, "source": source, "use": "yours",
+              "modules": modules_read(fn),
               "checked": _dt.datetime.now().strftime("%Y-%m-%d %H:%M")}
     old = _read(name)
     if old is not None and old.get("use") == "course":
@@ -122,9 +142,13 @@ def load_piece(name: str) -> tuple[Callable | None, str]:
     if record.get("use") == "course":
         return None, f"you chose it with use_course({name!r}); use_yours({name!r}) switches back"
     namespace: dict[str, Any] = {"__name__": f"mlsys_lab_piece_{name}"}
+    modules = record.get("modules", OLDER_RECORDS_MODULES)
+    prelude = "".join(f"import {module} as {alias}\n" for alias, module in modules.items()
+                      if alias.isidentifier() and all(part.isidentifier() for part in module.split(".")))
     _loading[0] = True
     try:
-        exec(compile(_as_python(record["source"]), f"<your {name}, lesson {record['lesson']}>", "exec"), namespace)
+        exec(compile(prelude + _as_python(record["source"]), f"<your {name}, lesson {record['lesson']}>", "exec"),
+             namespace)
     except Exception as exc:  # the learner's cell needs something it does not define: say what
         return None, f"yours did not load ({type(exc).__name__}: {exc})"
     finally:

@@ -275,4 +275,7 @@ indices = np.argsort(-probs, axis=1)[:, :k]
 """,
         after="return float(loss), grad\n"),
     "ep_dispatch": Completion(fills=("rows_j[ids_j == j * per + e]",)),
+    # 12 · capstone
+    "attention_backward": Completion(fills=("(dprobs * probs).sum(axis=-1, keepdims=True)",)),
+    "average_gradients": Completion(fills=("(flat[start:start + size] / total).reshape(rank_grads[0][name].shape)",)),
 }

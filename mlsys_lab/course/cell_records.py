@@ -44,7 +44,7 @@ def cell_record(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestRep
     if hasattr(item, "verdict"):
         verdict, why, used = item.verdict
         record["verdict"] = None if verdict is None else {"passed": verdict.passed, "line": verdict.line,
-                                                          "figure": verdict.figure}
+                                                          "figure": verdict.figure, "needs": verdict.needs}
         record["why"], record["used"] = why, used
     return record
 

@@ -14,7 +14,9 @@ The verdict is the ``Verdict`` object the check computed in this process
 (:data:`mlsys_lab.exercises.VERDICT_SINK`), never text the worker printed.
 A check that times the learner's function asks :meth:`LearnerFunction.cpu_seconds_of`, which reads the
 worker's CPU clock from here (:func:`process_cpu_seconds`, by the pid nbval started), not a number the
-worker reports.
+worker reports; a kernel exercise asks :meth:`LearnerFunction.gpu_seconds`, this process's wall clock around a
+request that ends when the worker's GPU is idle. After a sticky CUDA error in the worker (an illegal address: its
+GPU context is lost) the check's failing line is the exercise's message and a fresh worker serves the next one.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import types
 from types import ModuleType
 from typing import Any, Callable
 
+from mlsys_lab import backend
 from mlsys_lab.course import wire
 
 # What a learner's code may do with a grader-side object, beyond what its class names in LEARNER_OPERATIONS:
@@ -47,6 +50,7 @@ def lessons() -> dict[str, ModuleType]:
     """The check modules by lesson slug (imported on first use: they import every lesson package)."""
     from mlsys_lab.exercises import (
         autotuning,
+        capstone,
         collectives,
         fault_tolerance,
         loops,
@@ -61,7 +65,7 @@ def lessons() -> dict[str, ModuleType]:
     )
 
     modules = (autotuning, collectives, fault_tolerance, loops, memory_hierarchy, moe, operators, parallelism,
-               peft, roofline, start_here, training_memory)
+               peft, roofline, start_here, training_memory, capstone)
     return {m.__name__.rsplit(".", 1)[1]: m for m in modules}
 
 
@@ -124,6 +128,7 @@ class LearnerFunction:
         self.sizes: list[int] = []  # the length of every message received
         self.broken = False  # the conversation went wrong: the kernel must not serve another exercise
         self.used: set[str] = set()  # lesson functions the worker reported as called (library_answers)
+        self.gpu_lost = False  # a sticky CUDA error in the worker: the verdict stands, the worker must not serve again
 
     def _hold(self, obj: Any, operations: frozenset[str]) -> list:
         self.refs.append((obj, operations))
@@ -223,7 +228,10 @@ class LearnerFunction:
                 except wire.NotPlainData as exc:
                     raise TypeError(f"the function returned something that is not plain data: {exc}") from None
             if op == "raised":
-                raise _learner_error(str(reply.get("type")), str(reply.get("message")), str(reply.get("line", "")))
+                error = _learner_error(str(reply.get("type")), str(reply.get("message")), str(reply.get("line", "")))
+                if backend.context_lost(f"{error}"):  # the worker's GPU is unusable: a fresh worker serves the next
+                    self.gpu_lost = True
+                raise error
             if op in ("getattr", "call"):
                 wire.send_message(self.sock, self.serve_request(reply))
                 continue
@@ -245,6 +253,30 @@ class LearnerFunction:
         self.exchange({"op": "repeat", "repeat": int(repeat)})
         seconds = process_cpu_seconds(self.pid) - start
         return seconds, self.exchange({"op": "last"})
+
+    # A kernel exercise (mlsys_lab.exercises.cuda_kernels): NumPy arguments cross as plain data and the worker
+    # copies them to its GPU; the times are this process's wall clock around requests that end with the GPU idle.
+    def gpu_call(self, args: tuple) -> Any:
+        """``fn(*args)`` in the worker on GPU copies of the arrays among ``args``; the result copied back."""
+        self.calls += 1
+        return self.exchange({"op": "call", "args": wire.encode(list(args), self._handed),
+                              "kwargs": wire.encode({}), "device": True})
+
+    def gpu_hold(self, args: tuple) -> None:
+        """Send ``args`` once; the worker keeps GPU copies for :meth:`gpu_seconds`."""
+        self.exchange({"op": "hold", "args": wire.encode(list(args), self._handed), "device": True})
+
+    def gpu_seconds(self, repeat: int) -> float:
+        """Wall seconds, read here, of the worker calling ``fn`` ``repeat`` times on the held arguments and then
+        synchronizing its GPU (the request and its empty answer included: a socket round trip, tens of µs)."""
+        self.calls += repeat
+        start = time.perf_counter()
+        self.exchange({"op": "repeat", "repeat": int(repeat), "sync": True})
+        return time.perf_counter() - start
+
+    def gpu_last(self) -> Any:
+        """The last timed call's result, copied back from the worker's GPU."""
+        return self.exchange({"op": "last"})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
@@ -287,6 +319,12 @@ def _run_check(sock: socket.socket, lesson: str, exercise: str, timeout_s: float
     if not verdicts:
         return None, "the check gave no verdict", sorted(proxy.used)
     if proxy.broken:  # the check saw the worker fail mid-conversation: no verdict, and a fresh kernel next
+        return None, verdicts[-1].line, sorted(proxy.used)
+    if proxy.gpu_lost:  # the failing line stands (as the result's message), but no Verdict object: that has the
+        try:            # plugin replace this worker, whose GPU context is lost, before the next exercise
+            wire.send_message(sock, {"op": "done", "line": verdicts[-1].line})
+        except OSError:
+            pass
         return None, verdicts[-1].line, sorted(proxy.used)
     try:
         wire.send_message(sock, {"op": "done", "line": verdicts[-1].line})

@@ -66,9 +66,12 @@ def format_table(results: list[SubmissionResult]) -> str:
     if failures:
         lines += ["", "points lost:", *failures]
     unknown = [f"  {r.submission} · {n}: {e.message}" for r in results for n, e in r.exercises.items()
-               if e.grader_error]
+               if e.grader_error and not e.needs_elsewhere]
     if unknown:
         lines += ["", "not graded (?), the grader failed: not zeros, grade these again once fixed:", *unknown]
+    elsewhere = sorted({f"  {n}: {e.message}" for r in results for n, e in r.exercises.items() if e.needs_elsewhere})
+    if elsewhere:
+        lines += ["", "not graded here (?): this machine cannot run them; grade again on one that can:", *elsewhere]
     flagged = [f"  {r.submission} · {n}: {e.flag}" for r in results for n, e in r.exercises.items() if e.used]
     if flagged:
         lines += ["", "library answers used (!):", *flagged]
@@ -103,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                         "--self-test, default: this checkout's notebooks/00_start_here.ipynb)")
     grader.add_argument("--self-test", action="store_true", help="grade the reference and its handout here and "
                         "report full marks / zero and which protections of the workers hold on this machine")
+    grader.add_argument("--require-gpu", action="store_true",
+                        help="exit with status 3 when an exercise that needs a CUDA GPU could not be graded here")
     grader.add_argument("--require-confinement", action="store_true",
                         help="refuse to grade unless every protection of the workers holds on this machine")
     grader.add_argument("--json", action="store_true", help="print one JSON object per submission")
@@ -165,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(r.to_json(), ensure_ascii=False))
     else:
         print(format_table(results))
-    return _not_graded_status(results)
+    return _not_graded_status(results, args.require_gpu)
 
 
 def _self_test(args: argparse.Namespace) -> int:
@@ -182,11 +187,17 @@ def _self_test(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _not_graded_status(results: list[SubmissionResult]) -> int:
-    """0, or :data:`NOT_GRADED_EXIT` with a line on stderr when the grader failed to grade some exercise."""
-    missing = [(r.submission, name) for r in results for name in r.not_graded]
+def _not_graded_status(results: list[SubmissionResult], require_gpu: bool = False) -> int:
+    """0, or :data:`NOT_GRADED_EXIT` with a line on stderr when the grader failed to grade some exercise (or, with
+    ``require_gpu``, when an exercise needed a GPU this machine lacks)."""
+    here = sorted({name for r in results for name, e in r.exercises.items() if e.needs_elsewhere})
+    if here:
+        print(f"mlsys-lab grade: not graded here, this machine has no CUDA GPU: {', '.join(here)} (? in the table, "
+              "NG in the CSV); grade them on a machine with one.", file=sys.stderr)
+    missing = [(r.submission, name) for r in results for name, e in r.exercises.items()
+               if e.grader_error and not e.needs_elsewhere]
     if not missing:
-        return 0
+        return NOT_GRADED_EXIT if (here and require_gpu) else 0
     submissions = len({submission for submission, _ in missing})
     print(f"mlsys-lab grade: {len(missing)} exercise(s) of {submissions} submission(s) were NOT GRADED (grader "
           "error: ? in the table, NG in the CSV, \"not_graded\" in the JSON). An instructor must not record those "

@@ -7,7 +7,8 @@ cannot undo (each layer holds even when the code turns off the worker's Python-l
   from (``sys.path`` as it really is: a venv, conda, ``--user``, ``PYTHONPATH``, ``--target`` folders), the
   system's libraries and the few files of ``/etc`` that the C library and Jupyter read; the ``mlsys_lab``
   package *without* ``mlsys_lab/exercises`` (the checks' answers); read and write only the worker's own
-  folder. No file may be executed. On ABI 4 and newer, no TCP bind or connect; on ABI 6 and newer, no
+  folder; read, write and ioctl the NVIDIA device files (a kernel exercise runs the learner's CUDA on the GPU).
+  No file may be executed. On ABI 4 and newer, no TCP bind or connect; on ABI 6 and newer, no
   signal and no abstract socket outside the worker.
 - **system calls**, a seccomp filter (x86-64): no new process (``fork``, ``vfork``, ``clone`` without
   ``CLONE_THREAD``; ``clone3`` answers ENOSYS so that threads fall back to ``clone``), no ``execve``; no
@@ -139,6 +140,21 @@ def readable_paths(workdir: str) -> list[tuple[str, bool]]:
     return [(p, w) for p, w in paths if os.path.lexists(p)]
 
 
+# The NVIDIA driver's device files: CUDA opens more of them after start-up (a mapping of device memory, a new
+# stream's channel), and drives the GPU through ioctl. Read, write and ioctl on these files only, nothing else.
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
+DEVICE_RIGHTS = (1 << 1) | (1 << 2) | (1 << 15)  # WRITE_FILE | READ_FILE | IOCTL_DEV (ABI 5)
+
+
+def gpu_device_files() -> list[str]:
+    """The NVIDIA device files of this machine (``/dev/nvidia0``, ``/dev/nvidiactl``, MIG's ``/dev/nvidia-caps/*``)."""
+    import glob
+
+    found = [p for p in GPU_DEVICE_FILES if os.path.exists(p)]
+    found += sorted(glob.glob("/dev/nvidia[0-9]*")) + sorted(glob.glob("/dev/nvidia-caps/nvidia-cap*"))
+    return [p for p in found if not os.path.isdir(p)]
+
+
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
@@ -171,12 +187,13 @@ def landlock(workdir: str, extra_files: list[str]) -> tuple[bool, str]:
     ruleset = libc.syscall(create, ctypes.byref(attr), size, 0)
     if ruleset < 0:
         return False, f"Landlock ruleset refused (errno {ctypes.get_errno()}): files are not confined"
-    for path, writable in readable_paths(workdir) + [(f, False) for f in extra_files]:
+    gpu = [(f, DEVICE_RIGHTS) for f in gpu_device_files()]
+    for path, writable in readable_paths(workdir) + [(f, False) for f in extra_files] + gpu:
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except OSError:
             continue
-        rights = (handled if writable else FS_READ) & handled
+        rights = (writable if type(writable) is int else handled if writable else FS_READ) & handled
         if not os.path.isdir(path):
             rights &= FILE_RIGHTS
         rule = _PathBeneath(rights, fd)
@@ -187,6 +204,7 @@ def landlock(workdir: str, extra_files: list[str]) -> tuple[bool, str]:
         return False, f"landlock_restrict_self failed (errno {ctypes.get_errno()}): files are not confined"
     os.close(ruleset)
     extras = (", no TCP" if net else "") + (", signals and abstract sockets scoped" if scoped else "")
+    extras += f", the GPU's {len(gpu)} device files" if gpu else ""
     return True, f"Landlock ABI {abi}: files confined to the worker's folder and the Python installation{extras}"
 
 

@@ -197,7 +197,10 @@ def write_handouts(release: Release) -> None:
 def release_pyproject(text: str) -> str:
     """The course's pyproject.toml without the instructor's command, with the record as package data."""
     text = re.sub(r"\[project\.scripts\]\n(?:[^\[\n].*\n)*\n?", "", text)
-    return text.replace('"data/*.json"]', '"data/*.json", "exercises/*.json"]')
+    with_record = re.sub(r'("data/\*\.json")', r'\1, "exercises/*.json"', text, count=1)
+    if with_record == text:
+        raise ValueError("pyproject.toml: no \"data/*.json\" package data to add the release's record beside")
+    return with_record
 
 
 def release_makefile(text: str) -> str:

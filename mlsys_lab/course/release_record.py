@@ -190,7 +190,7 @@ def record_checks(seed: int, slugs: tuple[str, ...] | None = None) -> Recording:
     recording = Recording(seed)
     oracle = Oracle()
 
-    def recording_check(name, fn, cases, compare=exercises.close_enough, figure=None):
+    def recording_check(name, fn, cases, compare=exercises.close_enough, figure=None, learner=None):
         cases = list(cases)
         if fn is oracle:
             oracle.cases, oracle.index = cases, 0

@@ -6,6 +6,8 @@
   exited abnormally, a worker kernel could not start, a cell of the lesson (run before the exercise, with no
   code of the learner's yet) timed out or died, or a record is missing. It counts in neither
   ``score`` nor ``max_score``; an instructor must not record it as a zero, but fix the cause and grade again.
+  An exercise the grading machine cannot run (``Verdict.needs``: a kernel exercise without a CUDA GPU) is not
+  graded either, with the message "not graded here: needs a CUDA GPU": grade it again on a machine with one.
 
 The state comes from fields the grader's own code sets (``grader_error``, ``timed_out``, ``died`` in the
 records of :mod:`mlsys_lab.course.nbval_report`, and where each graded cell came from, ``ORIGIN_KEY``),
@@ -21,6 +23,7 @@ from nbformat import NotebookNode
 ORIGIN_KEY = "mlsys_lab_origin"  # a context cell's reference cell: {"cell": index, "count": In [n], "exercise": name}
 PASS_STATUS, FAIL_STATUS, NOT_GRADED = "pass", "fail", "not_graded"
 NOT_GRADED_PREFIX = "not graded: grader error: "
+NOT_GRADED_HERE_PREFIX = "not graded here: "  # the grading machine lacks what the exercise needs (a CUDA GPU)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,11 @@ class ExerciseResult:
     @property
     def flag(self) -> str:
         return "; ".join(f"used `{name}`" for name in self.used)
+
+    @property
+    def needs_elsewhere(self) -> bool:
+        """Not graded because this machine lacks what the exercise needs (a CUDA GPU), not the grader's failure."""
+        return self.grader_error and self.message.startswith(NOT_GRADED_HERE_PREFIX)
 
     @property
     def status(self) -> str:
@@ -106,6 +114,8 @@ def exercise_result(ex_record: dict | None, serve_record: dict | None, timeout_s
         return ExerciseResult(False, f"check: {timeout_text(serve_record['message'], timeout_s)}{flag}", used)
     if verdict is None:
         return ExerciseResult(False, f"check: {serve_record.get('why') or 'no verdict'}{flag}", used)
+    if verdict.get("needs"):  # the check could not run here (a kernel exercise on a grader without a GPU)
+        return ExerciseResult(False, f"{NOT_GRADED_HERE_PREFIX}needs {verdict['needs']}", used, grader_error=True)
     hint = " (the memory limit of a worker; --memory-mb)" if "raised MemoryError" in verdict["line"] else ""
     figure = str(verdict.get("figure") or "")
     return ExerciseResult(bool(verdict["passed"]), f"{verdict['line']}{hint}{flag}", used, figure)

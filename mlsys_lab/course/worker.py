@@ -29,7 +29,10 @@ no sandbox (CPython says so, and a cell can reach its flag): the verdict never d
 
 A timed check sends the arguments once (``hold``), has them used ``repeat`` times while the grader reads
 this process's CPU clock from outside, then fetches the last result (``last``; see ``cpu_seconds_of`` in
-:mod:`mlsys_lab.course.checks`).
+:mod:`mlsys_lab.course.checks`). A kernel exercise (CUDA C the learner wrote) asks the same with ``device``:
+NumPy arguments are copied to the GPU here before the call (once, for ``hold``), a GPU array returned is copied
+back, and ``repeat`` with ``sync`` waits for the GPU before it answers, so that the grader's wall clock around the
+request times the kernels (``gpu_seconds`` in :mod:`mlsys_lab.course.checks`).
 """
 
 from __future__ import annotations
@@ -225,8 +228,9 @@ def _answer(sock: socket.socket, fn: Callable, used: set[str]) -> None:
                 continue
             args = wire.decode(message["args"], _Remote)
             kwargs = wire.decode(message["kwargs"], _Remote)
-            value = fn(*args, **kwargs)
-            reply = {"op": "result", "value": wire.encode(value), "used": sorted(used)}
+            device = message.get("device") is True  # a kernel exercise: arrays to the GPU and back
+            value = fn(*_on_device(args, device), **kwargs)
+            reply = {"op": "result", "value": wire.encode(_on_host(value)), "used": sorted(used)}
         except (Exception, SystemExit) as exc:  # the learner's function failed: the grader reports it
             reply = _raised(exc, used)
         wire.send_message(sock, reply)
@@ -238,17 +242,49 @@ def _raised(exc: BaseException, used: set[str]) -> dict:
 
 
 def _timed_request(message: dict, fn: Callable, held: dict[str, Any], used: set[str]) -> dict:
-    """``hold``: keep the arguments; ``repeat``: call ``fn`` on them ``repeat`` times, answering no data (the
-    grader reads this process's CPU clock around it); ``last``: the last call's result."""
+    """``hold``: keep the arguments (copied to the GPU once when ``device``); ``repeat``: call ``fn`` on them ``repeat``
+    times, then wait for the GPU when ``sync``, answering no data (the grader reads this process's CPU clock, or its
+    own wall clock, around it); ``last``: the last call's result (copied back from the GPU)."""
     try:
         if message["op"] == "hold":
-            held.update(args=wire.decode(message["args"], _Remote), last=None)
+            args = wire.decode(message["args"], _Remote)
+            held.update(args=_on_device(args, message.get("device") is True), last=None)
         for _ in range(max(int(message["repeat"]), 1) if message["op"] == "repeat" else 0):
             held["last"] = fn(*held["args"])
-        value = wire.encode(held["last"]) if message["op"] == "last" else None
+        if message["op"] == "repeat" and message.get("sync") is True:
+            _synchronize()
+        value = wire.encode(_on_host(held["last"])) if message["op"] == "last" else None
         return {"op": "result", "value": value, "used": sorted(used)}
     except (Exception, SystemExit) as exc:  # as for a call: the grader reports the learner's error
         return _raised(exc, used)
+
+
+def _on_device(args: list, device: bool) -> list:
+    """For a kernel exercise (``device``): the NumPy arrays among ``args`` copied to the GPU."""
+    if not device:
+        return args
+    import numpy
+
+    from mlsys_lab import backend
+
+    return [backend.xp.asarray(a) if isinstance(a, numpy.ndarray) else a for a in args]
+
+
+def _on_host(value: Any) -> Any:
+    """A GPU array the learner's function returned, copied back as a NumPy array (plain data)."""
+    if hasattr(value, "__cuda_array_interface__"):
+        from mlsys_lab import backend
+
+        return backend.asnumpy(value)
+    return value
+
+
+def _synchronize() -> None:
+    """Wait for every kernel queued on the GPU (any stream): a timed request ends when the GPU's work does."""
+    from mlsys_lab import backend
+
+    if backend.on_gpu:
+        backend.xp.cuda.runtime.deviceSynchronize()
 
 
 # ---------------------------------------------------------------- limits per exercise
@@ -316,7 +352,8 @@ def main(argv: list[str]) -> None:
     network = confinement.network_namespace()  # before any thread exists (a user namespace needs that)
     workdir = os.getcwd()
     os.environ.update(HOME=workdir, TMPDIR=workdir, MPLCONFIGDIR=os.path.join(workdir, ".matplotlib"),
-                      IPYTHONDIR=os.path.join(workdir, ".ipython"))
+                      IPYTHONDIR=os.path.join(workdir, ".ipython"),
+                      CUPY_CACHE_DIR=os.path.join(workdir, ".cupy", "kernel_cache"))  # compiled kernels: ours only
     connection = argv[argv.index("-f") + 1] if "-f" in argv else None
     import mlsys_lab.backend  # noqa: F401  (load the array module before the files close)
 

@@ -197,19 +197,21 @@ def raised(exc: BaseException) -> str:
 
 
 def check(name: str, fn: Callable, cases: Iterable[Case], compare: Callable[[Any, Any], bool] = close_enough,
-          figure: Callable[[], str] | None = None) -> Verdict:
+          figure: Callable[[], str] | None = None, learner: Callable | None = None) -> Verdict:
     """Run the cases, print the one-line verdict (what a notebook's check cell shows) and return it.
 
     ``figure``, called only on a pass, gives a performance figure ("71% of copy bandwidth") that the grader
     reports beside the verdict. It is not part of the printed line, which nbval compares and which must not
     depend on the machine: a notebook shows the figure in a cell of its own (``verdict.figure``).
+    ``learner``: the learner's function when ``fn`` is the check's own runner that calls it (a runner that
+    builds a network, kills a writer, times a kernel); it, not the runner, is kept as the learner's piece.
     """
     verdict = evaluate(name, fn, cases, compare)
     if verdict.passed and figure is not None:
         verdict = Verdict(verdict.name, verdict.status, verdict.line, verdict.n_cases, str(figure()))
     if verdict.passed and VERDICT_SINK.get() is None:  # a learner's own notebook, not the grader or a catalogue
         module = sys._getframe(1).f_globals.get("__name__", "")
-        pieces.keep(name, fn, pieces.lesson_of_check_module(module))
+        pieces.keep(name, fn if learner is None else learner, pieces.lesson_of_check_module(module))
     return report(verdict)
 
 

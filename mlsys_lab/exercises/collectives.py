@@ -146,7 +146,7 @@ def check_ring_allreduce(fn: Callable) -> None:
     for _ in range(7):
         p, n = int(g.integers(2, 13)), int(g.integers(0, 301))
         cases.append(_ring_case(fn, f"p={p}, n={n}", [g.standard_normal(n) for _ in range(p)]))
-    check("ring_allreduce", _run_allreduce, cases, compare=_verdict_only)
+    check("ring_allreduce", _run_allreduce, cases, compare=_verdict_only, learner=fn)
 
 
 # --- exercise 2: recursive halving-doubling with the non-power-of-two fold ---------------------------
@@ -213,7 +213,7 @@ def check_halving_doubling(fn: Callable) -> None:
     for _ in range(6):
         p, n = int(g.integers(2, 17)), int(g.integers(0, 257))
         cases.append(_hd_case(fn, f"p={p}, n={n}", [g.standard_normal(n) for _ in range(p)]))
-    check("halving_doubling", _run_allreduce, cases, compare=_verdict_only)
+    check("halving_doubling", _run_allreduce, cases, compare=_verdict_only, learner=fn)
 
 
 
@@ -276,7 +276,7 @@ def check_hierarchical_allreduce(fn: Callable) -> None:
     for _ in range(6):
         n_nodes, gpus = int(gen.integers(2, 6)), int(gen.integers(2, 9))
         cases.append(_hierarchical_case(fn, n_nodes, gpus, normal(n_nodes * gpus, int(gen.integers(0, 401)))))
-    check("hierarchical_allreduce", _run_allreduce, cases, compare=_verdict_only)
+    check("hierarchical_allreduce", _run_allreduce, cases, compare=_verdict_only, learner=fn)
 
 
 # --- exercise 4: the two-level (hierarchical) all-to-all ------------------------------------------------
@@ -350,7 +350,7 @@ def check_hierarchical_alltoall(fn: Callable) -> None:
              case(1, 1, 2), case(2, 3, 5, "float32", np.float32), case(3, 4, 1), case(2, 8, 2)]
     for _ in range(6):
         cases.append(case(int(gen.integers(2, 6)), int(gen.integers(2, 9)), int(gen.integers(1, 7))))
-    check("hierarchical_alltoall", _run_alltoall, cases, compare=_verdict_only)
+    check("hierarchical_alltoall", _run_alltoall, cases, compare=_verdict_only, learner=fn)
 
 
 # --- the cost model ------------------------------------------------------------------------------------

@@ -241,7 +241,7 @@ def check_atb_tiled(fn) -> None:
 
     speed.check_result = fast_enough
     cases.append(speed)
-    check("atb_tiled", timed_fn, cases, compare=_bitwise,
+    check("atb_tiled", timed_fn, cases, compare=_bitwise, learner=fn,
           figure=lambda: f"{timing['speedup']:.1f}x faster than the naive nest at n={SPEED_N}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, close_enough, rng
+from mlsys_lab.exercises.memory_hierarchy_cuda import check_transpose_cuda  # noqa: F401  (re-exported)
 from mlsys_lab.memory_hierarchy.warp_sim import run_reduce, run_transpose
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from mlsys_lab import backend
 from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.exercises.operators_cuda import check_bias_gelu  # noqa: F401  (re-exported: the lesson's checks)
 from mlsys_lab.operators import functional as F
 from mlsys_lab.operators.cost import matmul_cost
 from mlsys_lab.operators.ir import FUSABLE, Graph, trace

@@ -233,4 +233,4 @@ def check_fsdp_step(fn: Callable) -> None:
             if any((a * b) % n for a, b in zip(dims[:-1], dims[1:], strict=True)):
                 break                                                     # some layer leaves a remainder
         cases.append(_case(fn, f"N={n}, dims {'→'.join(map(str, dims))}", g, n, dims, int(g.integers(1, 4))))
-    check("fsdp_step", _run, cases, compare=lambda got, expected: True)
+    check("fsdp_step", _run, cases, compare=lambda got, expected: True, learner=fn)

@@ -352,7 +352,7 @@ def check_qlora_step(fn) -> None:
     def step_or_run(*args):
         return learner_run(*args) if args[0] is run.args[0] else fn(*args)
 
-    check("qlora_step", step_or_run, cases + [run], compare=lambda got, expected: True)
+    check("qlora_step", step_or_run, cases + [run], compare=lambda got, expected: True, learner=fn)
 
 
 def _copied(state: dict) -> dict:

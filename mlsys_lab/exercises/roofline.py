@@ -10,6 +10,7 @@ import numpy as np
 from mlsys_lab import records
 from mlsys_lab.exercises import Case, as_python_scalar, check, close_enough, is_number, rng
 from mlsys_lab.exercises.loops import cpu_seconds_of
+from mlsys_lab.exercises.roofline_cuda import check_reduce_sum  # noqa: F401  (re-exported: the lesson's checks)
 from mlsys_lab.hardware import H200, PRESETS
 from mlsys_lab.timing import benchmark
 from mlsys_lab.units import BYTES_PER_DTYPE

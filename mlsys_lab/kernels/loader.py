@@ -128,17 +128,38 @@ def _kernel(file_name: str, kernel_name: str, options: tuple[str, ...], arch: st
 @functools.lru_cache(maxsize=None)
 def _module_for_arch(file_name: str, arch: str, options: tuple[str, ...]):
     """NVRTC -> cubin for ``arch`` -> ``cupy.RawModule``; a compile error raises RuntimeError with NVRTC's log."""
-    nvrtc = backend.xp.cuda.nvrtc
-    program = nvrtc.createProgram(read_source(file_name), file_name, (), ())
     try:
-        nvrtc.compileProgram(program, DEFAULT_OPTIONS + include_options(file_name) + (f"--gpu-architecture={arch}",)
-                             + options)
+        return compile_source(read_source(file_name), file_name, DEFAULT_OPTIONS + include_options(file_name)
+                              + options, arch)
+    except NVRTCCompileError as exc:
+        raise RuntimeError(f"NVRTC could not compile {file_name} for {arch}:\n{exc.log}") from exc
+
+
+class NVRTCCompileError(RuntimeError):
+    """NVRTC refused a source; ``log`` is its message, with lines as ``<file_name>(<line>): error: ...``."""
+
+    def __init__(self, file_name: str, log: str) -> None:
+        super().__init__(f"NVRTC could not compile {file_name}:\n{log}")
+        self.log = log
+
+
+def compile_source(source: str, file_name: str, options: tuple[str, ...], arch: str):
+    """CUDA C ``source`` -> NVRTC -> a binary for ``arch`` (``"sm_90"``) -> ``cupy.RawModule``.
+
+    The text is compiled as it is (NVRTC prepends nothing), so the line numbers in an error log are the
+    source's own. Raises :class:`NVRTCCompileError` with NVRTC's log when it does not compile.
+    """
+    require_gpu(file_name)
+    nvrtc = backend.xp.cuda.nvrtc
+    program = nvrtc.createProgram(source, file_name, (), ())
+    try:
+        nvrtc.compileProgram(program, tuple(options) + (f"--gpu-architecture={arch}",))
         if hasattr(nvrtc, "getCUBIN"):
             binary, suffix = nvrtc.getCUBIN(program), ".cubin"
         else:
             binary, suffix = nvrtc.getPTX(program), ".ptx"
     except nvrtc.NVRTCError as exc:
-        raise RuntimeError(f"NVRTC could not compile {file_name} for {arch}:\n{nvrtc.getProgramLog(program)}") from exc
+        raise NVRTCCompileError(file_name, nvrtc.getProgramLog(program)) from exc
     finally:
         nvrtc.destroyProgram(program)
     path = Path(tempfile.mkdtemp(prefix="mlsys_lab_")) / f"{Path(file_name).stem}_{arch}{suffix}"

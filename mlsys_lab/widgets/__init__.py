@@ -13,6 +13,7 @@ def lesson_modules() -> list:
     """The explorer module of every lesson, in course order (importing them loads ipywidgets and matplotlib)."""
     from mlsys_lab.widgets import (
         autotuning,
+        capstone,
         collectives,
         fault_tolerance,
         loops,
@@ -27,7 +28,7 @@ def lesson_modules() -> list:
     )
 
     return [start_here, operators, loops, roofline, memory_hierarchy, autotuning, training_memory, collectives,
-            parallelism, fault_tolerance, peft, moe]
+            parallelism, fault_tolerance, peft, moe, capstone]
 
 
 def discover_explorers() -> list[type]:

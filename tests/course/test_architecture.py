@@ -96,17 +96,18 @@ def test_every_lesson_slug_names_all_its_places(slug):
     assert list((ROOT / "tests" / slug).glob("test_*.py")), f"tests/{slug}/ has no tests"
 
 
-def test_slugs_are_the_twelve_lessons():
-    assert len(SLUGS) == 12 and "start_here" in SLUGS
+def test_slugs_are_the_twelve_lessons_and_the_capstone():
+    assert len(SLUGS) == 13 and "start_here" in SLUGS and "capstone" in SLUGS
 
 
 def test_every_kernel_folder_is_a_lesson():
     """Do kernel sources and launchers live in kernels/<slug>/, never loose in kernels/ (where only the plumbing
-    every lesson's launchers share sits: compiling, ``loader``, and launching, ``launch``)?"""
+    every lesson's launchers share sits: compiling, ``loader`` and ``learner``, and launching, ``launch``)?"""
     folders = {p.name for p in (LIBRARY / "kernels").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders <= set(SLUGS), f"kernel folders that are not lessons: {folders - set(SLUGS)}"
     assert not list((LIBRARY / "kernels").glob("*.cu"))
-    loose = {p.stem for p in (LIBRARY / "kernels").glob("*.py")} - {"__init__", "loader", "launch"}
+    # The plumbing: compiling the course's sources (loader) and a learner's (learner), launching (launch).
+    loose = {p.stem for p in (LIBRARY / "kernels").glob("*.py")} - {"__init__", "loader", "learner", "launch"}
     assert not loose, f"launchers outside kernels/<slug>/: {loose}"
 
 

@@ -1,7 +1,8 @@
 """Every exercise meets the course's standard (STYLE.md, "Exercises"), checked on the source tree.
 
 * its check is proved by a catalogue of wrong implementations in ``tests/<slug>/test_exercise_catalogue.py``
-  (at least five; ``tests/catalogue.py`` runs each on 50 seeds);
+  (at least five; ``tests/catalogue.py`` runs each on 50 seeds), or ``test_cuda_exercise_catalogue.py`` for a
+  kernel in CUDA C (``tests/cuda_catalogue.py``: on a GPU);
 * its prompt, in the markdown cells just above the exercise cell, gives a worked example and three collapsed
   hint tiers: ``<details><summary>Hint 1 · ...``, ``Hint 2 · ...``, ``Hint 3 · ...`` (a nudge, the method,
   nearly the answer).
@@ -39,13 +40,15 @@ def lesson_param(slug: str, in_progress: set[str]):
 
 
 def catalogues_of(slug: str) -> dict:
-    path = ROOT / "tests" / slug / "test_exercise_catalogue.py"
-    if not path.is_file():
-        return {}
-    spec = importlib.util.spec_from_file_location(f"catalogue_of_{slug}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return {c.name: c for c in getattr(module, "CATALOGUES", [])}
+    """The catalogues of a lesson: ``test_exercise_catalogue.py``, and ``test_cuda_exercise_catalogue.py`` for its
+    kernels in CUDA C (run where a GPU answers)."""
+    found = {}
+    for path in sorted((ROOT / "tests" / slug).glob("test_*exercise_catalogue.py")):
+        spec = importlib.util.spec_from_file_location(f"catalogue_of_{slug}_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found.update({c.name: c for c in getattr(module, "CATALOGUES", [])})
+    return found
 
 
 @pytest.mark.parametrize("slug", [lesson_param(s, CATALOGUES_IN_PROGRESS) for s in NOTEBOOKS])

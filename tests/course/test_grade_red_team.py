@@ -166,7 +166,8 @@ if {landlock}:
     assert _refused(lambda: os.listdir("..")), "listed the grader's folder"
     assert _refused(lambda: open(_repo / "mlsys_lab" / "exercises" / "__init__.py").read()), "read the checks"
 assert _refused(lambda: subprocess.run(["true"])), "started a process"
-assert _refused(lambda: __import__("mlsys_lab.exercises")), "imported the checks"
+import mlsys_lab.exercises as _checks  # a stand-in while grading: no check, no answer to find
+assert not [n for n in dir(_checks) if n.startswith("reference_")], "found the checks' answers"
 assert _refused(lambda: os.kill(os.getppid(), 0)), "signalled the grader"
 """,
     "prints ✓ and … lines": 'print("✓ looks right to me")\nprint("… still thinking")\nprint("✗ not this")\n',

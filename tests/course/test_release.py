@@ -187,7 +187,10 @@ def solution_regions() -> dict[str, list[ast.stmt]]:
             source = nb.cells[exercise.exercise_cell].source
             pattern = rf"^[ \t]*{re.escape(BEGIN_SOLUTION)}\n(.*?)^[ \t]*{re.escape(END_SOLUTION)}"
             for number, text in enumerate(re.findall(pattern, source, re.MULTILINE | re.DOTALL)):
-                regions[f"{path.stem}: {exercise.name} #{number}"] = ast.parse(textwrap.dedent(text)).body
+                try:
+                    regions[f"{path.stem}: {exercise.name} #{number}"] = ast.parse(textwrap.dedent(text)).body
+                except SyntaxError:  # a kernel exercise's CUDA C, inside its source string: the handout's stub
+                    continue         # replaces it (no marker may ship), and its launcher's region is Python
     return regions
 
 
@@ -302,7 +305,8 @@ def test_hand_in_from_the_release_grades_like_one_from_the_course(release, tmp_p
             results[lesson] = grade(paths, ROOT / "notebooks" / f"{lesson}.ipynb", jobs=2, timeout_s=60)
     for lesson, (from_release, from_course) in results.items():
         assert from_release.to_json()["exercises"] == from_course.to_json()["exercises"], lesson
-        assert from_release.score == from_release.max_score and not from_release.not_graded, [
+        not_here = [name for name, e in from_release.exercises.items() if e.needs_elsewhere]  # a CUDA GPU
+        assert from_release.score == from_release.max_score and from_release.not_graded == not_here, [
             e.message for e in from_release.exercises.values()]
 
 

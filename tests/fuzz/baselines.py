@@ -176,6 +176,9 @@ def _typed_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.kernels.memory_hierarchy.flash_attention.attention_reference": qkv,
         "mlsys_lab.kernels.memory_hierarchy.flash_attention.attention_unfused": qkv,
         "mlsys_lab.kernels.roofline.littles_law.chase_reference": lambda: dict(nxt=chase_order(64), steps=10),
+        "mlsys_lab.kernels.operators.bias_gelu.bias_gelu_reference": lambda: dict(
+            x=np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4), bias=np.full(4, 0.5, dtype=np.float32),
+            scale=1.5),
         "mlsys_lab.memory_hierarchy.simt.TransposeAccess": lambda: dict(store_words=np.arange(32),
                                                                         load_words=np.arange(32) * 33),
         "mlsys_lab.memory_hierarchy.simt.WarpAccess": lambda: dict(
@@ -198,7 +201,70 @@ def _typed_table() -> dict[str, typing.Callable[[], dict]]:
     }
 
 
-TABLE = {**_table(), **_typed_table()}
+def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
+    """Lesson 12: a tiny transformer (every call milliseconds), its flat parameters, gradients and batches."""
+    from mlsys_lab.capstone.dp import LocalGroup
+    from mlsys_lab.capstone.model import (
+        GPTConfig,
+        attention_vjp,
+        cross_entropy_with_grad,
+        init_theta,
+        layer_norm_grad,
+        views,
+    )
+    from mlsys_lab.capstone.text import corpus
+    from mlsys_lab.capstone.train import RunConfig, TrainState
+    from mlsys_lab.collectives.network import Network
+
+    tiny = GPTConfig(vocab_size=7, context=4, d_model=8, n_heads=2, n_layers=1)
+    run = RunConfig(model=GPTConfig(context=8, d_model=8, n_heads=2, n_layers=1), batch_size=2)
+    ids = np.array([[1, 2, 3, 4], [0, 6, 5, 1]])
+
+    def state(config=tiny):
+        theta = init_theta(config)
+        return TrainState(theta, np.zeros_like(theta), np.zeros_like(theta), 0)
+
+    def heads(seed):  # (B, H, T, D) = (1, 2, 3, 2)
+        return np.random.default_rng(seed).normal(size=(1, 2, 3, 2))
+
+    grads = [{"w": np.array([1.0, -2.0]), "b": np.array([0.5])}, {"w": np.array([4.0, 8.0]), "b": np.array([-1.5])}]
+    return {
+        "mlsys_lab.capstone.model.gpt_forward": lambda: dict(theta=init_theta(tiny), idx=ids, config=tiny),
+        "mlsys_lab.capstone.model.loss_and_grad": lambda: dict(theta=init_theta(tiny), idx=ids, targets=ids[:, ::-1],
+                                                               config=tiny),
+        "mlsys_lab.capstone.model.views": lambda: dict(theta=init_theta(tiny), config=tiny),
+        "mlsys_lab.capstone.model.gradient_check": lambda: dict(
+            config=GPTConfig(vocab_size=7, context=4, d_model=8, n_heads=2, n_layers=1, dtype="float64"), n_coords=3),
+        "mlsys_lab.capstone.model.cross_entropy_with_grad": lambda: dict(
+            logits=np.linspace(-2, 2, 12).reshape(3, 4), labels=np.array([0, 3, 1]), label_smoothing=0.1,
+            grad_out=np.full(3, 1 / 3)),
+        "mlsys_lab.capstone.model.layer_norm_grad": lambda: dict(x=np.linspace(-2, 2, 12).reshape(3, 4),
+                                                                 grad_out=np.linspace(1, -1, 12).reshape(3, 4)),
+        "mlsys_lab.capstone.text.global_batch": lambda: dict(tokens=corpus().tokens[:1000], step=3, batch_size=2,
+                                                             context=8),
+        "mlsys_lab.capstone.train.adam_update": lambda: dict(state=state(), grad=np.linspace(-1, 1, state().theta.size),
+                                                             lr=1e-3),
+        "mlsys_lab.capstone.train.run_step": lambda: dict(state=state(run.model), config=run,
+                                                          tokens=corpus().tokens[:1000]),
+        "mlsys_lab.capstone.train.train": lambda: dict(config=run, n_steps=2),
+        "mlsys_lab.capstone.train.held_out_loss": lambda: dict(theta=init_theta(run.model), config=run, n_batches=1),
+        "mlsys_lab.capstone.train.sample": lambda: dict(theta=init_theta(run.model), config=run.model, prompt="Ay",
+                                                        n_chars=3),
+        "mlsys_lab.capstone.dp.average_gradients": lambda: dict(rank_grads=grads, rank_tokens=[3, 1],
+                                                                group=LocalGroup(2)),
+        "mlsys_lab.capstone.dp.ring_allreduce_on_ranks": lambda: dict(
+            buffers=[np.arange(5.0), np.ones(5)], net=Network(2)),
+        "mlsys_lab.capstone.model.ModelOps": lambda: dict(cross_entropy=cross_entropy_with_grad,
+                                                          layer_norm_backward=layer_norm_grad,
+                                                          attention_backward=attention_vjp),
+        "mlsys_lab.capstone.model.attention_vjp": lambda: dict(
+            q=heads(1), k=heads(2), v=heads(3), probs=np.tril(np.full((1, 2, 3, 3), 1 / 3)), dy=heads(4), scale=0.5),
+        "mlsys_lab.capstone.model.flatten": lambda: dict(arrays=views(init_theta(tiny), tiny), config=tiny),
+        "mlsys_lab.capstone.text.Corpus": lambda: dict(tokens=np.array([0, 1, 2, 1], dtype=np.uint8), chars="abc"),
+    }
+
+
+TABLE = {**_table(), **_typed_table(), **_capstone_table()}
 
 
 def _literals(fn) -> list[str]:

@@ -75,6 +75,8 @@ EXCLUDED_MODULES_BY_CATEGORY: dict[str, dict[str, str]] = {
         "mlsys_lab.parallelism.mpi_run": "runs under mpiexec (processes)",
         "mlsys_lab.moe.mpi_dispatch": "runs under mpiexec (processes)",
         "mlsys_lab.fault_tolerance.kill_resume": "starts and kills training processes",
+        "mlsys_lab.capstone.dp_run": "runs under mpiexec (processes)",
+        "mlsys_lab.capstone.launch": "launches MPI processes and kills one with SIGKILL",
     },
     GPU: {
         "mlsys_lab.kernels.loader": "compiles CUDA sources (needs nvcc and a GPU)",
@@ -84,6 +86,8 @@ EXCLUDED_MODULES_BY_CATEGORY: dict[str, dict[str, str]] = {
         "mlsys_lab.fault_tolerance.checkpoint_io": "writes checkpoint files",
         "mlsys_lab.training_memory.weights_io": "writes weight files",
         "mlsys_lab.pieces": "keeps and loads the learner's pieces (files in their folder; tests/floor/test_pieces.py)",
+        "mlsys_lab.capstone.checkpoint": "writes checkpoint files",
+        "mlsys_lab.capstone.stack": "loads the learner's pieces (files in their folder; tests/capstone/test_stack.py)",
     },
     WALL_CLOCK: {
         "mlsys_lab.loops.measure": "wall-clock benchmarks: each call times kernels for seconds by design",
@@ -112,7 +116,10 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
             "memory_hierarchy.shared_memory.transpose_on_gpu", "moe.expert_ffn.moe_ffn_grouped_kernel",
             "roofline.littles_law.ffma_chains", "roofline.littles_law.mma_chains",
             "roofline.littles_law.pointer_chase", "roofline.littles_law.read_inflight",
-            "training_memory.int8_matmul.int8_weight_matmul", "memory_hierarchy.bf16_gemm.tensor_map")},
+            "training_memory.int8_matmul.int8_weight_matmul", "memory_hierarchy.bf16_gemm.tensor_map",
+            "operators.bias_gelu.bias_gelu", "roofline.reduce.sum_atomic")},
+        _KERNELS + "learner.compile_learner_kernel": "compiles a learner's CUDA source with NVRTC (GPUUnavailable on "
+                                                     "a CPU)",
         **{_KERNELS + name: "compiles a CUDA kernel through the loader (GPUUnavailable on a CPU)" for name in (
             "loops.launchers.tunable_function", "memory_hierarchy.bf16_gemm.compiled_step",
             "memory_hierarchy.bf16_gemm.step_resources", "memory_hierarchy.flash_attention.kernel_resources",
@@ -122,6 +129,11 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
     },
     PROCESSES: {
         "mlsys_lab.fault_tolerance.detection.run_ranks": "starts rank processes (fork) that sleep and meet in barriers",
+        **{f"mlsys_lab.capstone.dp.{name}": "a rank of an MPI job: needs a communicator that only mpiexec's processes "
+                                            "have (tests/capstone/test_dp.py runs them)" for name in (
+            "MpiNetwork", "MpiGroup")},
+        "mlsys_lab.capstone.zero.Zero1Optimizer": "a rank of an MPI job: needs a communicator that only mpiexec's "
+                                                  "processes have (tests/capstone/test_dp.py runs it)",
         "mlsys_lab.autotuning.features.compile_static_features": "runs nvcc (a subprocess; needs the CUDA toolkit)",
         _KERNELS + "memory_hierarchy.local_memory.ptxas_usage": "runs nvcc -Xptxas -v (a subprocess; needs the "
                                                                  "CUDA toolkit)",
@@ -438,17 +450,22 @@ def _fuzz_in_child(names: list[str], found: dict, baselines_for) -> tuple[dict, 
     """
     read_fd, write_fd = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child
-        os.close(read_fd)
-        with os.fdopen(write_fd, "wb") as pipe:
-            for name in names:
-                pickle.dump(("start", name, None), pipe)
-                pipe.flush()
-                with limits():
-                    base = baselines_for(name, found[name])
-                    records = None if base is None else [tuple(map(str, r)) for r in fuzz_target(found[name], *base)]
-                pickle.dump(("done", name, records), pipe)
-                pipe.flush()
+    if pid == 0:  # the child: whatever escapes (a BaseException of a target's), it ends here, never in pytest
+        try:
+            os.close(read_fd)
+            with os.fdopen(write_fd, "wb") as pipe:
+                for name in names:
+                    pickle.dump(("start", name, None), pipe)
+                    pipe.flush()
+                    with limits():
+                        base = baselines_for(name, found[name])
+                        records = (None if base is None
+                                   else [tuple(map(str, r)) for r in fuzz_target(found[name], *base)])
+                    pickle.dump(("done", name, records), pipe)
+                    pipe.flush()
+        except BaseException as exc:  # noqa: BLE001  (reported as the target it was on: a crash)
+            print(f"fuzz child: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            os._exit(1)
         os._exit(0)
     os.close(write_fd)
     results, current, why = {}, None, ""

@@ -1,0 +1,99 @@
+"""Start the capstone's data-parallel run on P MPI processes, and kill one of its ranks with SIGKILL mid-run.
+
+:func:`run_data_parallel` goes through the one MPI launcher, :func:`mlsys_lab.mpi.run_mpi`, and returns rank 0's
+report with the final θ. :func:`run_and_kill` starts the same command itself (``mlsys_lab.mpi.launch_command``),
+watches the step rank 0 has reached, sends SIGKILL to one rank's process when it gets to ``kill_at_step``, and
+waits for ``mpiexec`` to take the rest of the job down (MPICH and Open MPI end a job one of whose processes
+died); it returns what the kill left: the step of the checkpoint on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mlsys_lab.capstone import checkpoint
+from mlsys_lab.capstone.train import RunConfig
+from mlsys_lab.mpi import MpiUnavailable, child_environment, find_mpiexec, launch_command, mpi_flavor, run_mpi
+from mlsys_lab.validation import check_int
+
+MODULE = "mlsys_lab.capstone.dp_run"
+
+
+def _arguments(config: RunConfig, n_steps: int, out: Path, folder, every: int, course_pieces: bool,
+               zero1: bool = False) -> list[str]:
+    args = ["--config", json.dumps(config.to_dict()), "--steps", str(check_int("n_steps", n_steps, low=1)),
+            "--out", str(out), "--every", str(check_int("every", every, low=1))]
+    if folder is not None:
+        args += ["--folder", str(folder)]
+    return args + (["--course-pieces"] if course_pieces else []) + (["--zero1"] if zero1 else [])
+
+
+def run_data_parallel(config: RunConfig, n_steps: int, n_ranks: int = 2, folder: str | Path | None = None,
+                      every: int = 5, course_pieces: bool = False, zero1: bool = False,
+                      timeout_s: float = 300.0) -> dict:
+    """Train on ``n_ranks`` MPI processes until ``n_steps`` steps are done (resuming from ``folder``'s checkpoint
+    if it holds one); rank 0's report, with ``theta`` the final parameters. ``course_pieces``: run the course's
+    pieces even where the learner has their own; ``zero1``: shard Adam's state (:mod:`.zero`; no checkpoints)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "theta.npy"
+        result = run_mpi(MODULE, check_int("n_ranks", n_ranks, low=1, high=16),
+                         _arguments(config, n_steps, out, folder, every, course_pieces, zero1), timeout_s)
+        result["theta"] = np.load(out)
+    return result
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def run_and_kill(config: RunConfig, n_steps: int, folder: str | Path, kill_rank: int, kill_at_step: int,
+                 n_ranks: int = 2, every: int = 5, course_pieces: bool = False, timeout_s: float = 300.0) -> dict:
+    """Start the run, SIGKILL rank ``kill_rank`` once rank 0 has finished ``kill_at_step`` steps, wait for the job
+    to end. Returns the step rank 0 had reached when the signal went, mpiexec's exit status, and the step of the
+    checkpoint the kill left on disk (None if none)."""
+    check_int("kill_rank", kill_rank, low=0, high=n_ranks - 1)
+    check_int("kill_at_step", kill_at_step, low=1, high=n_steps - 1)
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        raise MpiUnavailable("no mpiexec found next to Python or on PATH (pip install mpich mpi4py)")
+    folder = Path(folder)
+    for stale in ("progress", *(f"rank{r}.pid" for r in range(n_ranks))):
+        (folder / stale).unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        command = launch_command(mpiexec, mpi_flavor(mpiexec), n_ranks, MODULE,
+                                 _arguments(config, n_steps, Path(scratch) / "theta.npy", folder, every,
+                                            course_pieces))
+        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=child_environment(), start_new_session=True)
+        deadline, reached = time.monotonic() + timeout_s, None
+        try:
+            while job.poll() is None and time.monotonic() < deadline:
+                step = _read_int(folder / "progress")
+                pid = _read_int(folder / f"rank{kill_rank}.pid")
+                if step is not None and step >= kill_at_step and pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    reached = step
+                    break
+                time.sleep(0.002)
+            _, stderr = job.communicate(timeout=max(deadline - time.monotonic(), 1.0))
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.communicate()
+            raise RuntimeError(f"the job did not end within {timeout_s:g} s after the kill") from None
+    if reached is None:
+        raise RuntimeError(f"the run ended (exit {job.returncode}) before rank 0 reached step {kill_at_step}; "
+                           f"nothing was killed\n{stderr[-1500:]}")
+    state = checkpoint.load_run(folder, config)
+    return {"killed_rank": kill_rank, "killed_at_step": reached, "exit_code": job.returncode,
+            "checkpoint_step": None if state is None else state.step, "stderr_tail": stderr[-600:]}

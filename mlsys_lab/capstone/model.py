@@ -1,0 +1,329 @@
+"""A small decoder-only transformer (GPT-2's pre-norm block) in NumPy: forward and backward written out once.
+
+Shapes: B sequences, T positions, C = d_model, H heads of D = C/H, V characters, F = 4C.
+
+    x0 = wte[idx] + wpe[:T]                                   (B, T, C)
+    per block:  x = x + proj(attention(LN1(x)))               causal, H heads
+                x = x + out(gelu(fc(LN2(x))))                 C -> 4C -> C
+    logits = LNf(x) @ head.w                                  (B, T, V)
+    loss = mean over B·T tokens of cross-entropy(logits, next char)
+
+Layer norm is non-affine normalisation (lesson 06's exercise: ``layer_norm_backward``) followed by a gain and a
+bias. All parameters live in one flat vector ``theta`` (:func:`param_layout` names the slices): the gradient is then one
+buffer, which is what data parallelism all-reduces and what ZeRO shards; a checkpoint is three such vectors
+(θ, Adam's m and v). The two operators the learner wrote in lesson 06 come in through :class:`ModelOps`: the
+fused softmax cross-entropy and the layer-norm backward. :func:`course_ops` holds the course's versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from mlsys_lab.nn import GELU_C, softmax
+from mlsys_lab.validation import (
+    check_array,
+    check_choice,
+    check_index_array,
+    check_int,
+    check_number,
+    check_positive,
+    check_type,
+)
+
+LN_EPS = 1e-5  # lesson 06's layer norm: σ = √(var + 1e-5), var with 1/C
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Sizes of the model. The defaults train on a 2-core CPU in about a minute (about 0.1 M parameters)."""
+
+    vocab_size: int = 62
+    context: int = 64
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        check_int("vocab_size", self.vocab_size, low=2, high=256)
+        check_int("context", self.context, low=1, high=1 << 16)
+        check_int("d_model", self.d_model, low=1, high=1 << 16)
+        check_int("n_heads", self.n_heads, low=1, high=self.d_model)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads must divide d_model={self.d_model}; got {self.n_heads}")
+        check_int("n_layers", self.n_layers, low=1, high=1024)
+        check_choice("dtype", self.dtype, ("float32", "float64"))
+
+
+@dataclass(frozen=True)
+class ModelOps:
+    """The operators the learner may have written: ``cross_entropy(logits, labels, label_smoothing, grad_out)``
+    -> (losses, grad_logits) (lesson 06, exercise 6), ``layer_norm_backward(x, grad_out)`` -> dx (exercise 1) and
+    ``attention_backward(q, k, v, probs, dy, scale)`` -> (dq, dk, dv) (this lesson's first exercise)."""
+
+    cross_entropy: Callable
+    layer_norm_backward: Callable
+    attention_backward: Callable
+
+    def __post_init__(self) -> None:
+        for name in ("cross_entropy", "layer_norm_backward", "attention_backward"):
+            if not callable(getattr(self, name)):
+                raise TypeError(f"{name} must be a function; got {type(getattr(self, name)).__name__}")
+
+
+def _config(config) -> GPTConfig:
+    return check_type("config", config, GPTConfig)
+
+
+def param_layout(config: GPTConfig) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every parameter, in the order they sit in ``theta``."""
+    _config(config)
+    c, v, f = config.d_model, config.vocab_size, 4 * config.d_model
+    names = [("wte", (v, c)), ("wpe", (config.context, c))]
+    for layer in range(config.n_layers):
+        p = f"h{layer}."
+        names += [(p + "ln1.g", (c,)), (p + "ln1.b", (c,)), (p + "attn.w", (c, 3 * c)), (p + "attn.b", (3 * c,)),
+                  (p + "proj.w", (c, c)), (p + "proj.b", (c,)), (p + "ln2.g", (c,)), (p + "ln2.b", (c,)),
+                  (p + "fc.w", (c, f)), (p + "fc.b", (f,)), (p + "out.w", (f, c)), (p + "out.b", (c,))]
+    return names + [("lnf.g", (c,)), ("lnf.b", (c,)), ("head.w", (c, v))]
+
+
+def count_params(config: GPTConfig) -> int:
+    """How many numbers ``theta`` holds."""
+    return sum(int(np.prod(shape)) for _, shape in param_layout(config))
+
+
+def views(theta: np.ndarray, config: GPTConfig) -> dict[str, np.ndarray]:
+    """Name -> a view of ``theta`` of the parameter's shape (writing a view writes ``theta``)."""
+    check_array("theta", theta, ndim=1, kinds="f")
+    if theta.shape != (count_params(config),):
+        raise ValueError(f"theta must have shape ({count_params(config)},) for this config; got {theta.shape}")
+    out, start = {}, 0
+    for name, shape in param_layout(config):
+        size = int(np.prod(shape))
+        out[name] = theta[start:start + size].reshape(shape)
+        start += size
+    return out
+
+
+def flatten(arrays: dict, config: GPTConfig) -> np.ndarray:
+    """The inverse of :func:`views`: one flat vector of the named arrays, in :func:`param_layout` order."""
+    missing = [name for name, _ in param_layout(config) if name not in check_type("arrays", arrays, dict)]
+    if missing:
+        raise ValueError(f"arrays must hold every parameter of the config; {missing[:3]} are missing")
+    return np.concatenate([np.asarray(arrays[name], dtype=config.dtype).reshape(-1)
+                           for name, _ in param_layout(config)])
+
+
+def init_theta(config: GPTConfig, seed: int = 0) -> np.ndarray:
+    """GPT-2's initialisation: N(0, 0.02²) weights, residual projections scaled by 1/√(2L), gains 1, biases 0."""
+    g = np.random.default_rng(check_int("seed", seed, low=0))
+    theta = np.zeros(count_params(config), dtype=config.dtype)
+    for name, view in views(theta, config).items():
+        if name.endswith((".g",)):
+            view[...] = 1.0
+        elif name.endswith((".w", "wte", "wpe")):
+            std = 0.02 / np.sqrt(2 * config.n_layers) if name.endswith(("proj.w", "out.w")) else 0.02
+            view[...] = g.normal(0.0, std, size=view.shape)
+    return theta
+
+
+# --- the pieces of the forward pass and their backward --------------------------------------------
+def _layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray):
+    """Non-affine layer norm of the last axis, then gain and bias; returns y and x̂ (for the backward)."""
+    mu = x.mean(axis=-1, keepdims=True)
+    xhat = (x - mu) / np.sqrt(x.var(axis=-1, keepdims=True) + LN_EPS)
+    return xhat * gain + bias, xhat
+
+
+def _layer_norm_back(ops: ModelOps, x, xhat, gain, dy, grads: dict, prefix: str):
+    """dL/dx of :func:`_layer_norm`: gain and bias here, the normalisation by ``ops.layer_norm_backward``."""
+    c = x.shape[-1]
+    grads[prefix + ".g"][...] = (dy * xhat).reshape(-1, c).sum(axis=0)
+    grads[prefix + ".b"][...] = dy.reshape(-1, c).sum(axis=0)
+    dx = ops.layer_norm_backward(x.reshape(-1, c), (dy * gain).reshape(-1, c))
+    return np.asarray(dx, dtype=x.dtype).reshape(x.shape)
+
+
+def _gelu_and_grad(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`mlsys_lab.nn.gelu` (tanh form) and its derivative at ``u``, sharing one tanh.
+
+    Written with u·u·u: NumPy's ``u**3`` takes a slow path for negative float32 values (about 15× slower here).
+    """
+    u2 = u * u
+    t = np.tanh(GELU_C * (u + 0.044715 * u2 * u))
+    return 0.5 * u * (1 + t), 0.5 * (1 + t) + 0.5 * u * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * u2)
+
+
+def _heads(a: np.ndarray, n_heads: int) -> np.ndarray:
+    """(B, T, C) -> (B, H, T, D)."""
+    b, t, c = a.shape
+    return a.reshape(b, t, n_heads, c // n_heads).transpose(0, 2, 1, 3)
+
+
+def _merge(a: np.ndarray) -> np.ndarray:
+    """(B, H, T, D) -> (B, T, C)."""
+    b, h, t, d = a.shape
+    return a.transpose(0, 2, 1, 3).reshape(b, t, h * d)
+
+
+def _attention(h: np.ndarray, w: dict, p: str, n_heads: int):
+    """Causal multi-head self-attention of h (B, T, C); returns its output before the projection, and a cache."""
+    c = h.shape[-1]
+    qkv = h @ w[p + "attn.w"] + w[p + "attn.b"]                          # (B, T, 3C)
+    q, k, v = (_heads(qkv[..., i * c:(i + 1) * c], n_heads) for i in range(3))  # (B, H, T, D) each
+    scale = 1.0 / np.sqrt(c // n_heads)
+    t = h.shape[1]
+    scores = (q @ k.transpose(0, 1, 3, 2)) * scale                        # (B, H, T, T)
+    scores = np.where(np.tri(t, dtype=bool), scores, -np.inf)             # position i sees j <= i
+    probs = softmax(scores).astype(h.dtype)
+    return _merge(probs @ v), (q, k, v, probs, scale)                     # (B, T, C)
+
+
+def _attention_back(ops: ModelOps, dy: np.ndarray, cache, n_heads: int) -> np.ndarray:
+    """d loss / d qkv (B, T, 3C) from d loss / d (attention output before projection) (B, T, C)."""
+    q, k, v, probs, scale = cache
+    dq, dk, dv = (np.asarray(d, dtype=dy.dtype) for d in ops.attention_backward(q, k, v, probs, _heads(dy, n_heads),
+                                                                                scale))
+    return np.concatenate([_merge(dq), _merge(dk), _merge(dv)], axis=-1)
+
+
+def attention_vjp(q, k, v, probs, dy, scale):
+    """(dq, dk, dv) of y = P·v, P = softmax(scale · q·kᵀ, causal), from dy, all (B, H, T, D); ``probs`` is P.
+
+        dv = Pᵀ·dy,  dP = dy·vᵀ,  dS = P ⊙ (dP − rowsum(dP ⊙ P)),  dq = scale · dS·k,  dk = scale · dSᵀ·q
+
+    (the masked entries of P are 0, so dS is 0 there: the mask needs no code of its own).
+    """
+    shape = check_array("q", q, ndim=4, kinds="f").shape
+    for name, value in (("k", k), ("v", v), ("dy", dy)):
+        check_array(name, value, kinds="f", shape=shape)
+    check_array("probs", probs, kinds="f", shape=(*shape[:3], shape[2]))
+    scale = check_positive("scale", scale)
+    dprobs = dy @ v.swapaxes(-1, -2)                                       # (B, H, T, T)
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))
+    return scale * (dscores @ k), scale * (dscores.swapaxes(-1, -2) @ q), probs.swapaxes(-1, -2) @ dy
+
+
+def _linear_back(x: np.ndarray, dy: np.ndarray, weight: np.ndarray, grads: dict, name: str) -> np.ndarray:
+    """y = x W + b: fills d W and d b (summed over every row) and returns d x."""
+    grads[name + ".w"][...] = x.reshape(-1, x.shape[-1]).T @ dy.reshape(-1, dy.shape[-1])
+    grads[name + ".b"][...] = dy.reshape(-1, dy.shape[-1]).sum(axis=0)
+    return dy @ weight.T
+
+
+# --- the whole model --------------------------------------------------------------------------------
+def gpt_forward(theta: np.ndarray, idx: np.ndarray, config: GPTConfig):
+    """Logits (B, T, V) of token ids ``idx`` (B, T ≤ context), and the cache :func:`loss_and_grad` needs."""
+    w = views(theta, config)
+    check_index_array("idx", check_array("idx", idx, ndim=2, kinds="iu"), config.vocab_size, of_name="characters")
+    b, t = idx.shape
+    if t > config.context:
+        raise ValueError(f"idx must have at most context={config.context} positions; got {t}")
+    x = w["wte"][idx] + w["wpe"][:t]                                       # (B, T, C)
+    cache = []
+    for layer in range(config.n_layers):
+        p = f"h{layer}."
+        h1, xhat1 = _layer_norm(x, w[p + "ln1.g"], w[p + "ln1.b"])
+        att, att_cache = _attention(h1, w, p, config.n_heads)
+        x2 = x + att @ w[p + "proj.w"] + w[p + "proj.b"]
+        h2, xhat2 = _layer_norm(x2, w[p + "ln2.g"], w[p + "ln2.b"])
+        u = h2 @ w[p + "fc.w"] + w[p + "fc.b"]                            # (B, T, 4C)
+        a, da_du = _gelu_and_grad(u)
+        cache.append((x, h1, xhat1, att, att_cache, x2, h2, xhat2, da_du, a))
+        x = x2 + a @ w[p + "out.w"] + w[p + "out.b"]
+    hf, xhatf = _layer_norm(x, w["lnf.g"], w["lnf.b"])
+    return hf @ w["head.w"], (idx, cache, x, hf, xhatf)
+
+
+def loss_and_grad(theta: np.ndarray, idx: np.ndarray, targets: np.ndarray, config: GPTConfig,
+                  ops: ModelOps | None = None) -> tuple[float, np.ndarray]:
+    """Mean cross-entropy of next-token ``targets`` (B, T) and its gradient, a flat vector shaped like ``theta``."""
+    ops = course_ops() if ops is None else check_type("ops", ops, ModelOps)
+    _config(config)
+    check_array("idx", idx, ndim=2, kinds="iu")
+    if check_array("targets", targets, kinds="iu").shape != np.shape(idx):
+        raise ValueError(f"targets must have the shape of idx {np.shape(idx)}; got {np.shape(targets)}")
+    check_index_array("targets", targets, config.vocab_size, of_name="characters")
+    logits, (idx, cache, x_last, hf, xhatf) = gpt_forward(theta, idx, config)
+    w = views(theta, config)
+    grad = np.zeros_like(theta)
+    g = views(grad, config)
+    b, t, v = logits.shape
+    n = b * t
+    losses, dlogits = ops.cross_entropy(logits.reshape(n, v), targets.reshape(n), 0.0,
+                                        np.full(n, 1.0 / n, dtype=theta.dtype))
+    dlogits = np.asarray(dlogits, dtype=theta.dtype).reshape(b, t, v)
+    g["head.w"][...] = hf.reshape(n, -1).T @ dlogits.reshape(n, v)
+    dx = _layer_norm_back(ops, x_last, xhatf, w["lnf.g"], dlogits @ w["head.w"].T, g, "lnf")
+    for layer in reversed(range(config.n_layers)):
+        p = f"h{layer}."
+        x, h1, xhat1, att, att_cache, x2, h2, xhat2, da_du, a = cache[layer]
+        da = _linear_back(a, dx, w[p + "out.w"], g, p + "out")            # dx flows on through the residual
+        dh2 = _linear_back(h2, da * da_du, w[p + "fc.w"], g, p + "fc")
+        dx2 = dx + _layer_norm_back(ops, x2, xhat2, w[p + "ln2.g"], dh2, g, p + "ln2")
+        datt = _linear_back(att, dx2, w[p + "proj.w"], g, p + "proj")
+        dh1 = _linear_back(h1, _attention_back(ops, datt, att_cache, config.n_heads), w[p + "attn.w"], g, p + "attn")
+        dx = dx2 + _layer_norm_back(ops, x, xhat1, w[p + "ln1.g"], dh1, g, p + "ln1")
+    np.add.at(g["wte"], idx, dx)
+    g["wpe"][:t] = dx.sum(axis=0)
+    return float(np.mean(losses)), grad
+
+
+# --- the course's versions of the learner's two operators (lesson 06, exercises 1 and 6) -----------
+def cross_entropy_with_grad(logits, labels, label_smoothing, grad_out):
+    """Per-row loss −Σ_j q_j log softmax(z)_j, q = (1−ε)·onehot + ε/C, and the VJP (softmax(z) − q)·g per row."""
+    rows = check_array("logits", logits, ndim=2, kinds="f").shape[0]
+    check_index_array("labels", check_array("labels", labels, kinds="iu", shape=(rows,)), logits.shape[1],
+                      of_name="classes")
+    check_number("label_smoothing", label_smoothing, low=0.0, high=1.0, high_inclusive=False)
+    check_array("grad_out", grad_out, kinds="f", shape=(rows,))
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    rows, classes = logits.shape
+    q = np.full((rows, classes), label_smoothing / classes)
+    q[np.arange(rows), labels] += 1.0 - label_smoothing
+    return -(q * log_probs).sum(axis=1), (np.exp(log_probs) - q) * grad_out[:, None]
+
+
+def layer_norm_grad(x, grad_out):
+    """dL/dx of y = (x − μ)/σ per row, σ = √(var + 1e-5): (g − mean(g) − y·mean(g·y)) / σ."""
+    if check_array("grad_out", grad_out, kinds="f").shape != check_array("x", x, ndim=2, kinds="f").shape:
+        raise ValueError(f"grad_out must have the shape of x {np.shape(x)}; got {np.shape(grad_out)}")
+    sigma = np.sqrt(x.var(axis=1, keepdims=True) + LN_EPS)
+    y = (x - x.mean(axis=1, keepdims=True)) / sigma
+    return (grad_out - grad_out.mean(axis=1, keepdims=True) - y * (grad_out * y).mean(axis=1, keepdims=True)) / sigma
+
+
+def course_ops() -> ModelOps:
+    """The course's cross-entropy and layer-norm backward."""
+    return ModelOps(cross_entropy_with_grad, layer_norm_grad, attention_vjp)
+
+
+def gradient_check(config: GPTConfig, batch: int = 3, n_coords: int = 200, seed: int = 0, step: float = 1e-6,
+                   ops: ModelOps | None = None) -> dict[str, float]:
+    """:func:`loss_and_grad` against central differences (L(θ + h·e_i) − L(θ − h·e_i)) / 2h on ``n_coords``
+    random coordinates of a perturbed θ (gains and biases moved off 1 and 0), on random tokens. Use float64: in
+    float32 the differences drown in rounding. Returns the largest absolute error and the largest |gradient|."""
+    _config(config)
+    check_int("batch", batch, low=1, high=64)
+    check_int("n_coords", n_coords, low=1, high=100_000)
+    check_number("step", step, low=0.0, low_inclusive=False, high=1.0)
+    g = np.random.default_rng(check_int("seed", seed, low=0))
+    theta = init_theta(config, seed) + g.normal(0.0, 0.05, count_params(config)).astype(config.dtype)
+    idx = g.integers(0, config.vocab_size, (batch, config.context))
+    targets = g.integers(0, config.vocab_size, (batch, config.context))
+    _, grad = loss_and_grad(theta, idx, targets, config, ops)
+    coords = g.choice(theta.size, size=min(n_coords, theta.size), replace=False)
+    errors = []
+    for i in coords:
+        bump = np.zeros_like(theta)
+        bump[i] = step
+        numeric = (loss_and_grad(theta + bump, idx, targets, config, ops)[0]
+                   - loss_and_grad(theta - bump, idx, targets, config, ops)[0]) / (2 * step)
+        errors.append(abs(numeric - grad[i]))
+    return {"max_abs_error": float(max(errors)), "max_gradient": float(np.abs(grad).max()),
+            "n_checked": int(coords.size)}

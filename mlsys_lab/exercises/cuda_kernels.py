@@ -1,0 +1,269 @@
+"""Checks of kernels the learner writes in CUDA C: correct on hidden cases on this GPU, timed beside the course's.
+
+An exercise's function is the learner's *launcher*: it compiles their source with
+:func:`mlsys_lab.kernels.learner.compile_learner_kernel`, launches it on device (CuPy) arrays and returns a
+device array. :func:`check_kernel` then
+
+1. says in one line that the exercise needs a CUDA GPU and is not graded here, when the backend is NumPy (a
+   ``Verdict`` with ``needs``, never a failure; the learner's function is not called);
+2. runs the cases (NumPy arrays, copied to the GPU for the call, the result copied back), compared with the
+   NumPy reference at the exercise's tolerance; an out-of-bounds access, which leaves the process's CUDA context
+   unusable, is reported as such (``IllegalMemoryAccess``) with the case that caused it;
+3. on a pass, times the launcher on a large case against the course's own kernel and a device-to-device copy
+   of the same bytes, on the same GPU (:func:`race`), checks the timed result against the course kernel's, and
+   adds a figure: "X GB/s, Y% of copy bandwidth, Z% of the course's kernel", and whether the exercise's floor
+   (a fraction of the course's kernel, so that it means the same on a T4 and an H200) is met. Correctness is
+   the verdict; the floor is reported in the figure.
+
+**Timing that does not trust the learner's process.** Every time is wall-clock seconds of ``repeat`` launches
+followed by a device synchronize, measured around the request by the side that asks: in a lesson, this process;
+when grading, the grader, which sends the request to the confined worker (the arguments cross, and are copied
+to the GPU, once, before any clock starts: ``gpu_hold``) and reads its own ``perf_counter`` around the answer
+(``gpu_seconds``; :class:`mlsys_lab.course.checks.LearnerFunction`). ``repeat`` is chosen so that one request
+runs about :data:`TIMED_WINDOW_S`, a hundred times a socket round trip, so the exchange costs under 1%. The
+course's kernel and the copy are timed the same way (launches, then a synchronize, inside one wall-clock
+window) in this process on the same GPU: the grader's own process, which a learner's code cannot reach. The
+three alternate for :data:`ROUNDS` rounds and the fastest round of each counts, so that what slows the GPU
+meanwhile slows all three.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from mlsys_lab import backend
+from mlsys_lab.exercises import FAIL, Case, Verdict, evaluate, not_graded_here, raised, report, short
+from mlsys_lab.units import format_seconds
+
+NEEDS = "a CUDA GPU"
+WHERE = "open the Colab badge for a free T4"
+TIMED_WINDOW_S = 0.03  # one timed request: about a hundred socket round trips long
+ROUNDS = 3
+MAX_REPEAT = 2000
+SLOW_CALL_S = 0.5  # a launcher this slow is timed on its calibration runs alone
+
+
+class IllegalMemoryAccess(RuntimeError):
+    """The learner's kernel read or wrote outside its arrays; the process's CUDA context is lost."""
+
+
+# ------------------------------------------------------------------ the learner's launcher, here or in a worker
+def to_device(args: tuple) -> tuple:
+    """NumPy arrays among ``args`` copied to the GPU; everything else as it is."""
+    return tuple(backend.xp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
+
+
+def to_host(value: Any) -> Any:
+    """A device array copied to a NumPy array; anything else as it is."""
+    return backend.asnumpy(value) if hasattr(value, "__cuda_array_interface__") else value
+
+
+def synchronize() -> None:
+    """Wait for every kernel queued on this GPU, on any stream (a launcher may use its own)."""
+    backend.xp.cuda.runtime.deviceSynchronize()
+
+
+class InProcess:
+    """The learner's launcher called in this process, through the protocol the grader's stand-in answers over
+    its socket: ``gpu_call``, and ``gpu_hold`` / ``gpu_seconds`` / ``gpu_last`` for timing."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn, self.args, self.result = fn, (), None
+
+    def gpu_call(self, args: tuple) -> Any:
+        return to_host(self.fn(*to_device(args)))
+
+    def gpu_hold(self, args: tuple) -> None:
+        self.args, self.result = to_device(args), None
+
+    def gpu_seconds(self, repeat: int) -> float:
+        start = time.perf_counter()
+        for _ in range(repeat):
+            self.result = self.fn(*self.args)
+        synchronize()
+        return time.perf_counter() - start
+
+    def gpu_last(self) -> Any:
+        return to_host(self.result)
+
+
+def launcher(fn: Callable):
+    """``fn`` when it is the grader's stand-in (it answers the protocol itself), else :class:`InProcess` of it."""
+    return fn if callable(getattr(type(fn), "gpu_seconds", None)) else InProcess(fn)
+
+
+def called(runner) -> Callable:
+    """``fn(*args)`` through ``runner``, with an out-of-bounds access named as such."""
+
+    def call(*args: Any) -> Any:
+        try:
+            return runner.gpu_call(args)
+        except Exception as exc:
+            if backend.context_lost(f"{type(exc).__name__}: {exc}"):
+                raise IllegalMemoryAccess(
+                    "illegal memory access in your kernel (an index outside its arrays); this process's GPU "
+                    "context is lost: restart the Python kernel before running anything else on the GPU") from None
+            raise
+    return call
+
+
+# ------------------------------------------------------------------ timing: the learner's, the course's, a copy
+@dataclass(frozen=True)
+class KernelRace:
+    """Best seconds per call of the learner's launcher ("yours"), the course's kernel ("course") and a
+    device-to-device copy ("copy") on one GPU, and the bytes each moves."""
+
+    device: str
+    seconds: dict[str, float]
+    n_bytes: dict[str, int]  # the minimum traffic of the kernel ("yours", "course") and the copy's bytes
+    floor: float  # the fraction of the course's kernel the exercise asks for
+
+    @property
+    def bytes_per_s(self) -> dict[str, float]:
+        return {label: self.n_bytes[label] / self.seconds[label] for label in self.seconds}
+
+    @property
+    def of_course(self) -> float:
+        """The learner's speed as a fraction of the course's kernel's."""
+        return self.seconds["course"] / self.seconds["yours"]
+
+    @property
+    def met(self) -> bool:
+        return self.of_course >= self.floor
+
+    def figure(self, slow_hint: str = "") -> str:
+        rates = self.bytes_per_s
+        text = (f"{rates['yours'] / 1e9:.0f} GB/s, {rates['yours'] / rates['copy']:.0%} of copy bandwidth, "
+                f"{self.of_course:.0%} of the course's kernel ({format_seconds(self.seconds['yours'])} against "
+                f"{format_seconds(self.seconds['course'])}) on {self.device}")
+        if self.met:
+            return f"{text}; floor of {self.floor:.0%} of the course's kernel met"
+        return f"{text}; below the floor of {self.floor:.0%} of the course's kernel" + (f": {slow_hint}" if slow_hint
+                                                                                       else "")
+
+
+def seconds_here(fn: Callable[[], Any]) -> Callable[[int], float]:
+    """``repeat`` -> wall seconds of ``repeat`` calls of ``fn`` then a synchronize, in this process."""
+
+    def seconds(repeat: int) -> float:
+        start = time.perf_counter()
+        for _ in range(repeat):
+            fn()
+        synchronize()
+        return time.perf_counter() - start
+    return seconds
+
+
+def race(runner, args: tuple, course: Callable, n_bytes: int, floor: float) -> tuple[KernelRace, Any, Any]:
+    """Time the learner's launcher (through ``runner``) and ``course`` on ``args``, and a copy of ``n_bytes``.
+
+    Returns the race, the learner's last result and the course's result (both NumPy)."""
+    xp = backend.xp
+    # The course's arrays come from a memory pool of their own: a block freed by the course's kernel (holding the
+    # right answer) is never handed to the learner's launcher, where it would hide elements their kernel skips.
+    pool = xp.cuda.MemoryPool()
+    with xp.cuda.using_allocator(pool.malloc):
+        device_args = to_device(args)
+        src = xp.ones(max(n_bytes // 8, 1), dtype=xp.float32)
+        dst = xp.empty_like(src)
+    course_out: list = [None]
+
+    def run_course() -> None:
+        with xp.cuda.using_allocator(pool.malloc):
+            course_out[0] = course(*device_args)
+
+    runner.gpu_hold(args)
+    timers = {"yours": runner.gpu_seconds, "course": seconds_here(run_course),
+              "copy": seconds_here(lambda: xp.copyto(dst, src))}
+    repeat, best = {}, {}
+    for label, seconds in timers.items():
+        seconds(1)  # warm-up: compiles, allocates
+        best[label] = max(seconds(1), 1e-9)
+        repeat[label] = int(min(max(math.ceil(TIMED_WINDOW_S / best[label]), 1), MAX_REPEAT))
+    for _ in range(ROUNDS):
+        for label, seconds in timers.items():
+            if best[label] < SLOW_CALL_S:
+                best[label] = min(best[label], max(seconds(repeat[label]), 1e-9) / repeat[label])
+    n_moved = {"yours": n_bytes, "course": n_bytes, "copy": 2 * src.nbytes}
+    return KernelRace(backend.device_name(), best, n_moved, floor), runner.gpu_last(), to_host(course_out[0])
+
+
+# ------------------------------------------------------------------ the check
+@dataclass
+class TimedCase:
+    """The large case the launcher is timed on, with the course's kernel for it and the bytes it must move."""
+
+    label: str
+    args: tuple
+    course: Callable  # the course's launcher, called with device copies of ``args``
+    n_bytes: int
+    floor: float
+    slow_hint: str = ""  # what a correct kernel below the floor usually gets wrong
+    expected_of: Callable[[Any], Any] = lambda course_result: course_result  # what to compare the timed result with
+    # Correct but slow kernels of the course, by what they get wrong ("bank-conflicted: ..."): below the floor, the
+    # figure names the one whose time is closest to the learner's.
+    lookalikes: dict[str, Callable] = field(default_factory=dict)
+
+
+def check_kernel(name: str, fn: Callable, make_cases: Callable[[], list[Case]], compare: Callable[[Any, Any], bool],
+                 make_timed: Callable[[], TimedCase] | None = None) -> Verdict:
+    """The verdict on the learner's launcher ``fn``: the module docstring's steps 1-3; prints its line. The cases
+    and the timed case are made only where they will run (``make_cases()``, then ``make_timed()``)."""
+    if not backend.on_gpu:
+        return not_graded_here(name, NEEDS, WHERE)
+    runner = launcher(fn)
+    verdict = evaluate(name, called(runner), make_cases(), compare)
+    if not verdict.passed or make_timed is None:
+        return report(verdict)
+    timed = make_timed()
+    try:
+        result, got, course_result = race(runner, timed.args, timed.course, timed.n_bytes, timed.floor)
+    except Exception as exc:  # the learner's launcher failed on the timed case
+        return report(Verdict(name, FAIL, f"{FAIL} {name}: the timed case ({timed.label}): {raised(exc)}",
+                              verdict.n_cases))
+    expected = timed.expected_of(course_result)
+    try:
+        same = compare(got, expected)
+    except Exception:
+        same = False
+    if not same:
+        return report(Verdict(name, FAIL, f"{FAIL} {name}: the timed case ({timed.label}), after repeated calls: got "
+                              f"{short(got)}, the course's kernel gives {short(expected)}", verdict.n_cases))
+    hint = timed.slow_hint
+    if not result.met and timed.lookalikes:
+        hint = closest(result.seconds["yours"], timed.lookalikes, to_device(timed.args)) + (f"; {hint}" if hint else "")
+    return report(Verdict(name, verdict.status, verdict.line, verdict.n_cases, result.figure(hint)))
+
+
+def closest(seconds: float, lookalikes: dict[str, Callable], device_args: tuple) -> str:
+    """Which of the course's slow kernels runs as fast as ``seconds`` a call: "it runs like <label> (<time>)"."""
+    times = {}
+    for label, kernel in lookalikes.items():  # run after the learner's timed calls: no pool to keep apart
+        timer = seconds_here(lambda kernel=kernel: kernel(*device_args))
+        timer(1)
+        repeat = int(min(max(math.ceil(TIMED_WINDOW_S / max(timer(1), 1e-9)), 1), MAX_REPEAT))
+        times[label] = min(timer(repeat) / repeat for _ in range(ROUNDS))
+    label = min(times, key=lambda key: abs(math.log(times[key] / seconds)))
+    return f"it runs like {label} ({format_seconds(times[label])} a call)"
+
+
+def arrays_close(rtol: float, atol: float) -> Callable[[Any, Any], bool]:
+    """A comparison of the learner's array with the expected one: an ndarray of the same shape with
+    ``|got - expected| <= atol + rtol * |expected|`` everywhere (its dtype is :func:`float32_result`'s to judge)."""
+
+    def compare(got: Any, expected: np.ndarray) -> bool:
+        if not isinstance(got, np.ndarray) or got.shape != expected.shape or got.dtype.kind != "f":
+            return False
+        return bool(np.allclose(got, expected, rtol=rtol, atol=atol))
+    return compare
+
+
+def float32_result(got: Any) -> str | None:
+    """A case's ``check_result``: the kernel's output must be float32, as its inputs are."""
+    dtype = getattr(got, "dtype", None)
+    return None if dtype == np.float32 else f"got an array of dtype {dtype}; the kernel's output is float32"

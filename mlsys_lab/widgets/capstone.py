@@ -1,0 +1,96 @@
+"""12 capstone: how a data-parallel step of the transformer should scale with ranks, and the runs' curves drawn."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import numpy as np
+
+from mlsys_lab.capstone.cost import dp_step_seconds, flops_per_token, gradient_bytes
+from mlsys_lab.capstone.model import GPTConfig, count_params
+from mlsys_lab.units import format_seconds
+from mlsys_lab.validation import check_int
+from mlsys_lab.widgets.base import Explorer, log_slider, slider
+
+
+class DataParallelExplorer(Explorer):
+    """Model size, global batch, ranks, compute rate and network → predicted step time: compute shrinks as 1/p,
+    the ring all-reduce of the whole gradient does not."""
+
+    figsize = (6.4, 3.4)
+
+    def make_controls(self):
+        return {
+            "n_layers": slider("layers", 2, 1, 48),
+            "d_model": widgets.Dropdown(options=[64, 128, 256, 512, 1024, 2048], value=64, description="width"),
+            "batch_size": log_slider("sequences per step", 16, 1, 4096),
+            "n_ranks": slider("ranks", 2, 1, 64),
+            "gflop_per_s": log_slider("GFLOP/s per rank", 10, 0.1, 1e6),
+            "alpha_us": log_slider("α per message (µs)", 8, 0.1, 1000),
+            "gbyte_per_s": log_slider("bandwidth (GB/s)", 4.7, 0.1, 1000),
+        }
+
+    def compute(self, n_layers, d_model, batch_size, n_ranks, gflop_per_s, alpha_us, gbyte_per_s):
+        config = GPTConfig(n_layers=check_int("n_layers", n_layers, low=1), d_model=d_model,
+                           n_heads=max(d_model // 64, 1))
+        batch = check_int("batch_size", int(round(batch_size)), low=1)
+        ranks = np.arange(1, max(n_ranks, 2) * 2 + 1)
+        rows = [dp_step_seconds(config, batch, int(p), gflop_per_s * 1e9, alpha_us * 1e-6, 1 / (gbyte_per_s * 1e9))
+                for p in ranks]
+        chosen = rows[n_ranks - 1]
+        return {"ranks": ranks, "compute": np.array([r["compute_s"] for r in rows]),
+                "allreduce": np.array([r["allreduce_s"] for r in rows]), "step": np.array([r["step_s"] for r in rows]),
+                "chosen": chosen, "n_ranks": n_ranks, "one_rank": rows[0]["step_s"], "params": count_params(config),
+                "grad_bytes": gradient_bytes(config), "flops": flops_per_token(config) * batch * config.context}
+
+    def draw(self, figure):
+        self.ax = figure.add_subplot()
+        self.lines = {name: self.ax.plot([], [], label=name, color=color)[0]
+                      for name, color in (("compute", "#4c72b0"), ("all-reduce", "#dd8452"), ("step", "black"))}
+        self.marker = self.ax.axvline(2, color="grey", ls=":")
+        self.ax.set_xscale("log", base=2)
+        self.ax.set_yscale("log")
+        self.ax.set_xlabel("ranks")
+        self.ax.set_ylabel("seconds per step")
+        self.ax.legend(loc="upper right", fontsize=8)
+
+    def redraw(self, result):
+        for name, key in (("compute", "compute"), ("all-reduce", "allreduce"), ("step", "step")):
+            self.lines[name].set_data(result["ranks"], np.maximum(result[key], 1e-12))
+        self.marker.set_xdata([result["n_ranks"]] * 2)
+        values = np.concatenate([result["compute"], result["allreduce"][1:], result["step"]])
+        self.ax.set_xlim(1, result["ranks"][-1])
+        self.ax.set_ylim(max(values[values > 0].min(), 1e-9) / 2, values.max() * 2)
+
+    def readout_of(self, result):
+        chosen = result["chosen"]
+        return {"parameters": f"{result['params']:,}", "gradient all-reduced": f"{result['grad_bytes'] / 1e6:.3g} MB",
+                "FLOPs per step": f"{result['flops']:.3g}", "compute per rank": format_seconds(chosen["compute_s"]),
+                "all-reduce": format_seconds(chosen["allreduce_s"]),
+                "communication share": f"{chosen['comm_share']:.0%}",
+                "speed-up over 1 rank": f"{result['one_rank'] / chosen['step_s']:.2f}×"}
+
+
+def plot_loss_curves(ax, curves: dict[str, list[float]], styles: dict[str, dict] | None = None,
+                     first_step: dict[str, int] | None = None) -> None:
+    """Training loss against step, one line per run (``first_step``: the step a resumed run's curve starts at)."""
+    for label, losses in curves.items():
+        start = (first_step or {}).get(label, 0)
+        ax.plot(np.arange(start, start + len(losses)) + 1, losses, label=label, **(styles or {}).get(label, {}))
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats per character)")
+    ax.legend(fontsize=8)
+
+
+def plot_rank_seconds(ax, compute_s: list[float], allreduce_s: list[float], checkpoint_s: list[float]) -> None:
+    """One horizontal bar per rank: its seconds computing, in the all-reduce (waiting included), checkpointing."""
+    ranks = np.arange(len(compute_s))
+    left = np.zeros(len(ranks))
+    for values, label, color in ((compute_s, "compute", "#4c72b0"), (allreduce_s, "all-reduce (and waiting)",
+                                                                     "#dd8452"),
+                                 (checkpoint_s, "checkpoint writes", "#55a868")):
+        ax.barh(ranks, values, left=left, label=label, color=color)
+        left += np.asarray(values)
+    ax.set_yticks(ranks, [f"rank {r}" for r in ranks])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds over the run")
+    ax.legend(fontsize=8, ncols=3, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
