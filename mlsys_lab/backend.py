@@ -148,7 +148,12 @@ STICKY_CUDA_ERRORS = ("cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS", "
                       "cudaErrorMisalignedAddress", "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address",
                       "cudaErrorLaunchFailure", "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure",
                       "cudaErrorIllegalInstruction", "CUDA_ERROR_ILLEGAL_INSTRUCTION", "cudaErrorHardwareStackError",
-                      "CUDA_ERROR_HARDWARE_STACK_ERROR", "cudaErrorAssert", "CUDA_ERROR_ASSERT")
+                      "CUDA_ERROR_HARDWARE_STACK_ERROR", "cudaErrorAssert", "CUDA_ERROR_ASSERT",
+                      # an address outside every allocation, in another address space (seen on the H200 for an
+                      # index a gigabyte past the end of an array), and a jump to a bad program counter
+                      "cudaErrorInvalidAddressSpace", "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+                      "cudaErrorInvalidPc", "CUDA_ERROR_INVALID_PC", "cudaErrorLaunchTimeout",
+                      "CUDA_ERROR_LAUNCH_TIMEOUT")
 
 
 def context_lost(message: str) -> bool:

@@ -103,3 +103,12 @@ def test_module_of_follows_the_arrays():
     assert backend.module_of() is np
     if backend.on_gpu:
         assert backend.module_of(np.zeros(3), backend.xp.zeros(3)) is backend.xp
+
+
+def test_context_lost_knows_every_sticky_cuda_error():
+    """Is an out-of-bounds access that lands in another address space (the H200's answer to a far index) sticky?"""
+    from mlsys_lab.backend import context_lost
+
+    assert context_lost("CUDARuntimeError: cudaErrorInvalidAddressSpace: operation not supported on global/shared")
+    assert context_lost("CUDARuntimeError: cudaErrorIllegalAddress: an illegal memory access was encountered")
+    assert not context_lost("CUDARuntimeError: cudaErrorMemoryAllocation: out of memory")
