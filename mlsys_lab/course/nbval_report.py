@@ -45,7 +45,7 @@ POLL_S = 0.25
 HARD_LIMIT_GRACE_S = 1.0
 CPU_POLL_S = 0.1  # how often the grader reads a worker's CPU clock while a cell runs
 MEMORY_ENV = "MLSYS_LAB_MEMORY_MB"
-_STARTED: list[int] = []  # every worker this process started (each leads a process group of its own)
+_STARTED: list = []  # every worker process this process started (each leads a process group of its own)
 
 
 def _await_reply(self, msg_id: str, timeout: float | None = None) -> None:
@@ -147,7 +147,7 @@ def _start_worker_once(startup_timeout: float, kernel_name: str, **kwargs):
     theirs.close()
     process = getattr(manager.provisioner, "process", None)
     if process is not None:
-        _STARTED.append(process.pid)
+        _STARTED.append(process)
     manager.grading_socket = ours
     client = manager.client()
     client.start_channels()
@@ -274,11 +274,12 @@ def _watch_cpu(item: pytest.Item, stop: threading.Event) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """No worker outlives grading: each one's process group is killed (a worker can make no process, but a
     kernel that ignores the shutdown request must not stay)."""
-    for pid in _STARTED:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    for process in _STARTED:
+        if process.poll() is None:  # still running: its pid is still its group's (a reaped one may be reused)
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _kill_kernel(item: pytest.Item) -> None:
