@@ -9,8 +9,11 @@ that crashes on a case the check holds (lesson 09's diagnosis hint on a hang at 
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import textwrap
 
+import numpy as np
 import pytest
 from hint_completions import COMPLETIONS, Completion
 from prompts import GAP, Prompt, all_prompts, exercise_namespace, notebook, run_check, with_body
@@ -110,3 +113,23 @@ return {"hang_step": hang_step, "hung_ranks": hung, "detected_at": detected, "st
     verdict = run_check(prompt, exercise_namespace(prompt, source))
     assert not verdict.startswith(PASS), verdict
     assert "never enter step 0" in verdict, verdict
+
+
+CUDA_HINTED = sorted(name for name in HINTED if "compile_learner_kernel" in completed_cell(HINTED[name]))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("name", CUDA_HINTED)
+def test_cuda_hint_compiles_where_no_gpu_runs_it(name, tmp_path):
+    """Does a kernel exercise's hint, completed into the cell, give CUDA C that nvcc compiles (sm_90)? On a GPU the
+    test above also runs it; here the hint is at least CUDA, not a comment Python would take."""
+    namespace = {"np": np}
+    exec(completed_cell(HINTED[name]), namespace)
+    sources = [value for key, value in namespace.items() if key.endswith("_SOURCE") and isinstance(value, str)]
+    assert sources, f"{name}: no *_SOURCE string in its cell"
+    for number, source in enumerate(sources):
+        path = tmp_path / f"{name}_{number}.cu"
+        path.write_text("\n".join("" if "SOLUTION" in line else line for line in source.splitlines()))
+        done = subprocess.run(["nvcc", "-arch=sm_90", "-c", str(path), "-o", str(path.with_suffix(".o"))],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-1500:]
