@@ -44,7 +44,8 @@ def cell_record(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestRep
     if hasattr(item, "verdict"):
         verdict, why, used = item.verdict
         record["verdict"] = None if verdict is None else {"passed": verdict.passed, "line": verdict.line,
-                                                          "figure": verdict.figure, "needs": verdict.needs}
+                                                          "figure": verdict.figure, "needs": verdict.needs,
+                                                          "floor_met": verdict.floor_met}
         record["why"], record["used"] = why, used
     return record
 

@@ -29,26 +29,35 @@ NOT_GRADED_CELL = "NG"  # the CSV's mark of an exercise not graded: no number, s
 
 
 def write_csv(results: list[SubmissionResult], path: Path) -> None:
-    """The class table: one row per submission, 1/0 per exercise (``NG``: not graded, a grader error), score,
-    max_score (exercises graded), not_graded (how many were not), library answers used, and the performance
-    figures of kernel exercises that passed."""
+    """The class table: one row per submission, the points of each exercise (1/0; 2/1/0 for a kernel exercise,
+    whose second point is for speed; ``NG``: not graded, a grader error), score, max_score (the points at stake in
+    the exercises graded), not_graded (how many were not), library answers used, and the performance figures of
+    kernel exercises that passed."""
     names = list(results[0].exercises) if results else []
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["submission", *names, "score", "max_score", "not_graded", "flags", "figures"])
         for r in results:
-            marks = (NOT_GRADED_CELL if r.exercises[n].grader_error else int(r.exercises[n].passed) for n in names)
+            marks = (NOT_GRADED_CELL if r.exercises[n].grader_error else r.exercises[n].points for n in names)
             flags = "; ".join(f"{n}: {r.exercises[n].flag}" for n in names if r.exercises[n].used)
             figures = "; ".join(f"{n}: {r.exercises[n].figure}" for n in names if r.exercises[n].figure)
             writer.writerow([r.submission, *marks, r.score, r.max_score, len(r.not_graded), flags, figures])
 
 
 MARKS = {PASS_STATUS: "✓", FAIL_STATUS: "✗", NOT_GRADED: "?"}
+SPEED_MARKS = {True: "+", False: "-"}  # after ✓, a kernel exercise's speed point: floor met (+) or missed (-)
+
+
+def mark(result) -> str:
+    """``✓``, ``✗`` or ``?``; a passed kernel exercise adds ``+`` (its speed floor met) or ``-`` (missed); ``!``
+    when a library answer was used."""
+    speed = SPEED_MARKS[bool(result.speed)] if result.passed and result.speed is not None else ""
+    return MARKS[result.status] + speed + ("!" if result.used else "")
 
 
 def format_table(results: list[SubmissionResult]) -> str:
-    """A plain-text table (✓/✗ per exercise, ``?`` not graded, ``!`` when a library answer was used, score of
-    the exercises graded), then the reasons for every lost point, every exercise not graded and every flag."""
+    """A plain-text table (a :func:`mark` per exercise, the score in points of the exercises graded), then the
+    reasons for every lost point, every exercise not graded and every flag."""
     if not results:
         return "no submissions"
     names = list(results[0].exercises)
@@ -57,12 +66,13 @@ def format_table(results: list[SubmissionResult]) -> str:
     header = (n.ljust(w) for n, w in zip(names, widths, strict=True))
     lines = ["  ".join(["submission".ljust(width), *header, "score"])]
     for r in results:
-        marks = ((MARKS[r.exercises[n].status] + ("!" if r.exercises[n].used else "")).ljust(w)
-                 for n, w in zip(names, widths, strict=True))
+        marks = (mark(r.exercises[n]).ljust(w) for n, w in zip(names, widths, strict=True))
         unknown = f" ({len(r.not_graded)} not graded)" if r.not_graded else ""
         lines.append("  ".join([r.submission.ljust(width), *marks, f"{r.score}/{r.max_score}{unknown}"]))
     failures = [f"  {r.submission} · {n}: {e.message}" for r in results for n, e in r.exercises.items()
                 if e.status == FAIL_STATUS]
+    failures += [f"  {r.submission} · {n}: the speed point (-): {e.figure or 'not timed'}" for r in results
+                 for n, e in r.exercises.items() if e.passed and e.speed is False]
     if failures:
         lines += ["", "points lost:", *failures]
     unknown = [f"  {r.submission} · {n}: {e.message}" for r in results for n, e in r.exercises.items()

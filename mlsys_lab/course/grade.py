@@ -50,8 +50,9 @@ from mlsys_lab.course.notebook_cells import (
     replace_solutions,
     stdout_text,
 )
-from mlsys_lab.course.results import ORIGIN_KEY, ExerciseResult, SubmissionResult, segment_result
+from mlsys_lab.course.results import ORIGIN_KEY, ExerciseResult, SubmissionResult, segment_result, with_speed_point
 from mlsys_lab.exercises import PASS, TODO
+from mlsys_lab.exercises.cuda_kernels import speed_point_exercises
 
 NBVAL_MARKER = re.compile(r"^\s*#+\s*(NBVAL_\w+|PYTEST_VALIDATE_IGNORE_OUTPUT)\s*$")
 CHECK_IMPORT = re.compile(r"from\s+mlsys_lab\.exercises\.(\w+)\s+import")
@@ -307,6 +308,8 @@ def grade(submissions: list[Path], reference_path: Path, timeout_s: float = 30.0
             named = library_answers_named(sources_of[result.submission].get(name) or "", name)
             result.exercises[name] = segment_result(nb.cells[start:check_cell + 1], records_of, timeout_s, named,
                                                     crashed.get(target.name, ""))
-    for result in results:  # exercises in the reference's order
-        result.exercises = {ex.name: result.exercises[ex.name] for ex in reference.exercises}
+    timed = speed_point_exercises()
+    for result in results:  # exercises in the reference's order; a kernel exercise has its speed point at stake
+        result.exercises = {ex.name: with_speed_point(result.exercises[ex.name], ex.name in timed)
+                            for ex in reference.exercises}
     return results

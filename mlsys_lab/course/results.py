@@ -16,7 +16,7 @@ never from text the learner's kernel printed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nbformat import NotebookNode
 
@@ -37,6 +37,19 @@ class ExerciseResult:
     figure: str = ""
     # The grader failed, not the submission: neither a pass nor a fail (set by the grader's code only).
     grader_error: bool = False
+    # A kernel exercise's second point, for speed: True when its check timed it at or above the exercise's floor,
+    # False when it missed the floor or was not correct; None for an exercise that has no speed point.
+    speed: bool | None = None
+
+    @property
+    def points(self) -> int:
+        """Points earned: one for a pass, and one more for a kernel exercise's speed."""
+        return int(self.passed) + int(bool(self.speed) and self.passed)
+
+    @property
+    def max_points(self) -> int:
+        """Points at stake: none when not graded, two for a kernel exercise with a speed floor, else one."""
+        return 0 if self.grader_error else 1 + (self.speed is not None)
 
     @property
     def flag(self) -> str:
@@ -53,6 +66,14 @@ class ExerciseResult:
         return NOT_GRADED if self.grader_error else PASS_STATUS if self.passed else FAIL_STATUS
 
 
+def with_speed_point(result: ExerciseResult, timed: bool) -> ExerciseResult:
+    """``result`` of a kernel exercise with a speed point (``timed``): that point is at stake whatever happened,
+    so a submission whose kernel crashed, hung or was not attempted has it lost (``speed`` False), not absent."""
+    if not timed or result.grader_error or result.speed is not None:
+        return result
+    return replace(result, speed=False)
+
+
 def not_graded(why: str) -> ExerciseResult:
     """The result of an exercise the grader could not grade, and why."""
     return ExerciseResult(False, NOT_GRADED_PREFIX + why, grader_error=True)
@@ -65,12 +86,13 @@ class SubmissionResult:
 
     @property
     def score(self) -> int:
-        return sum(r.passed for r in self.exercises.values())
+        return sum(r.points for r in self.exercises.values())
 
     @property
     def max_score(self) -> int:
-        """The exercises graded: one not graded counts in neither the score nor the maximum."""
-        return sum(not r.grader_error for r in self.exercises.values())
+        """The points at stake in the exercises graded (one each, two for a kernel exercise with a speed floor):
+        one not graded counts in neither the score nor the maximum."""
+        return sum(r.max_points for r in self.exercises.values())
 
     @property
     def not_graded(self) -> list[str]:
@@ -80,7 +102,8 @@ class SubmissionResult:
         return {"submission": self.submission, "score": self.score, "max_score": self.max_score,
                 "not_graded": self.not_graded,
                 "exercises": {name: {"status": r.status, "passed": r.passed, "message": r.message,
-                                     "used": list(r.used), "figure": r.figure}
+                                     "used": list(r.used), "figure": r.figure, "speed": r.speed,
+                                     "points": r.points, "max_points": r.max_points}
                               for name, r in self.exercises.items()}}
 
 
@@ -118,7 +141,9 @@ def exercise_result(ex_record: dict | None, serve_record: dict | None, timeout_s
         return ExerciseResult(False, f"{NOT_GRADED_HERE_PREFIX}needs {verdict['needs']}", used, grader_error=True)
     hint = " (the memory limit of a worker; --memory-mb)" if "raised MemoryError" in verdict["line"] else ""
     figure = str(verdict.get("figure") or "")
-    return ExerciseResult(bool(verdict["passed"]), f"{verdict['line']}{hint}{flag}", used, figure)
+    speed = verdict.get("floor_met")
+    return ExerciseResult(bool(verdict["passed"]), f"{verdict['line']}{hint}{flag}", used, figure,
+                          speed=None if speed is None else bool(speed))
 
 
 def segment_result(cells: list[NotebookNode], records: list[dict | None], timeout_s: float,
@@ -154,7 +179,8 @@ def segment_result(cells: list[NotebookNode], records: list[dict | None], timeou
         return not_graded(crashed)
     result = exercise_result(ex_record, serve_record, timeout_s, named)
     if raised and result.status == FAIL_STATUS:
-        return ExerciseResult(False, f"{result.message} (note: {raised})", result.used, result.figure)
+        return ExerciseResult(False, f"{result.message} (note: {raised})", result.used, result.figure,
+                              speed=result.speed)
     return result
 
 

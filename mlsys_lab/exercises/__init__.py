@@ -70,6 +70,9 @@ class Verdict:
     # What this machine lacks to grade the exercise ("a CUDA GPU"): the status is then TODO, and the exercise is
     # not graded here, neither passed nor failed (see :func:`not_graded_here`).
     needs: str = ""
+    # A kernel exercise's second point: whether its speed met the exercise's floor (a fraction of the course's
+    # kernel on the same GPU); None for an exercise without a speed floor, or one that did not pass.
+    floor_met: bool | None = None
 
     @property
     def passed(self) -> bool:

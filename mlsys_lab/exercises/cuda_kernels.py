@@ -11,9 +11,10 @@ device array. :func:`check_kernel` then
    unusable, is reported as such (``IllegalMemoryAccess``) with the case that caused it;
 3. on a pass, times the launcher on a large case against the course's own kernel and a device-to-device copy
    of the same bytes, on the same GPU (:func:`race`), checks the timed result against the course kernel's, and
-   adds a figure: "X GB/s, Y% of copy bandwidth, Z% of the course's kernel", and whether the exercise's floor
-   (a fraction of the course's kernel, so that it means the same on a T4 and an H200) is met. Correctness is
-   the verdict; the floor is reported in the figure.
+   adds a figure: "X GB/s, Y% of copy bandwidth, Z% of the course's kernel" (TFLOP/s and % of cuBLAS for a
+   GEMM), and whether the exercise's floor (a fraction of the course's kernel, so that it means the same on a T4
+   and an H200) is met. Correctness earns the exercise's point; meeting the floor earns its second
+   (``Verdict.floor_met``, which the grader counts: :mod:`mlsys_lab.course.results`).
 
 **Timing that does not trust the learner's process.** Every time is wall-clock seconds of ``repeat`` launches
 followed by a device synchronize, measured around the request by the side that asks: in a lesson, this process;
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -45,6 +46,11 @@ WHERE = "open the Colab badge for a free T4"
 TIMED_WINDOW_S = 0.03  # one timed request: about a hundred socket round trips long
 ROUNDS = 3
 MAX_REPEAT = 2000
+# How far above its ceiling measured in the same run a kernel's rate may be before its time is not believed: a
+# kernel cannot move its minimum bytes faster than a copy of them (15% allows for noise and a copy's own
+# overheads), nor beat cuBLAS on its own problem by half. Beyond that the launcher returned before its kernel
+# finished (a synchronize skipped or replaced, a result kept from an earlier call), and the speed point is not given.
+PLAUSIBLE_OF_CEILING = {"B": 1.15, "FLOP": 1.5}
 SLOW_CALL_S = 0.5  # a launcher this slow is timed on its calibration runs alone
 
 
@@ -115,17 +121,22 @@ def called(runner) -> Callable:
 # ------------------------------------------------------------------ timing: the learner's, the course's, a copy
 @dataclass(frozen=True)
 class KernelRace:
-    """Best seconds per call of the learner's launcher ("yours"), the course's kernel ("course") and a
-    device-to-device copy ("copy") on one GPU, and the bytes each moves."""
+    """Best seconds per call of the learner's launcher ("yours"), the course's kernel ("course") and the ceiling
+    they are measured against ("copy": a device-to-device copy of the same bytes, for a memory-bound kernel;
+    "cuBLAS": the vendor library on the same problem, for a compute-bound one) on one GPU, and the work each does:
+    bytes moved (``unit`` "B") or floating-point operations (``unit`` "FLOP")."""
 
     device: str
     seconds: dict[str, float]
-    n_bytes: dict[str, int]  # the minimum traffic of the kernel ("yours", "course") and the copy's bytes
+    work: dict[str, int]  # the kernel's minimum traffic or its FLOPs ("yours", "course"), and the ceiling's
     floor: float  # the fraction of the course's kernel the exercise asks for
+    unit: str = "B"
+    anchor: str = "copy"  # the key of the ceiling in ``seconds``
 
     @property
-    def bytes_per_s(self) -> dict[str, float]:
-        return {label: self.n_bytes[label] / self.seconds[label] for label in self.seconds}
+    def rates(self) -> dict[str, float]:
+        """Work per second of each: bytes/s or FLOP/s."""
+        return {label: self.work[label] / self.seconds[label] for label in self.seconds}
 
     @property
     def of_course(self) -> float:
@@ -133,18 +144,34 @@ class KernelRace:
         return self.seconds["course"] / self.seconds["yours"]
 
     @property
+    def plausible(self) -> bool:
+        """Whether the learner's rate is one a kernel doing this work can reach: at most
+        :data:`PLAUSIBLE_OF_CEILING` of the ceiling's, measured in the same run."""
+        rates = self.rates
+        return rates["yours"] <= PLAUSIBLE_OF_CEILING[self.unit] * rates[self.anchor]
+
+    @property
     def met(self) -> bool:
-        return self.of_course >= self.floor
+        return self.plausible and self.of_course >= self.floor
 
     def figure(self, slow_hint: str = "") -> str:
-        rates = self.bytes_per_s
-        text = (f"{rates['yours'] / 1e9:.0f} GB/s, {rates['yours'] / rates['copy']:.0%} of copy bandwidth, "
+        rates = self.rates
+        what = "copy bandwidth" if self.anchor == "copy" else self.anchor
+        text = (f"{format_rate(rates['yours'], self.unit)}, {rates['yours'] / rates[self.anchor]:.0%} of {what}, "
                 f"{self.of_course:.0%} of the course's kernel ({format_seconds(self.seconds['yours'])} against "
                 f"{format_seconds(self.seconds['course'])}) on {self.device}")
+        if not self.plausible:
+            return (f"{text}; not counted: faster than {what} measured in the same run, which no kernel doing this "
+                    "work can be (does the launcher return before its kernel has finished?)")
         if self.met:
             return f"{text}; floor of {self.floor:.0%} of the course's kernel met"
         return f"{text}; below the floor of {self.floor:.0%} of the course's kernel" + (f": {slow_hint}" if slow_hint
                                                                                        else "")
+
+
+def format_rate(rate: float, unit: str) -> str:
+    """``2111 GB/s`` for bytes per second, ``41.3 TFLOP/s`` for FLOP per second."""
+    return f"{rate / 1e9:.0f} GB/s" if unit == "B" else f"{rate / 1e12:.1f} TFLOP/s"
 
 
 def seconds_here(fn: Callable[[], Any]) -> Callable[[int], float]:
@@ -159,8 +186,10 @@ def seconds_here(fn: Callable[[], Any]) -> Callable[[int], float]:
     return seconds
 
 
-def race(runner, args: tuple, course: Callable, n_bytes: int, floor: float) -> tuple[KernelRace, Any, Any]:
-    """Time the learner's launcher (through ``runner``) and ``course`` on ``args``, and a copy of ``n_bytes``.
+def race(runner, args: tuple, course: Callable, n_bytes: int, floor: float, n_flops: int = 0,
+         anchor: Callable | None = None, anchor_label: str = "cuBLAS") -> tuple[KernelRace, Any, Any]:
+    """Time the learner's launcher (through ``runner``) and ``course`` on ``args``, and their ceiling: a copy of
+    ``n_bytes``, or, when ``n_flops`` is given, ``anchor`` (the vendor library) on the same arguments.
 
     Returns the race, the learner's last result and the course's result (both NumPy)."""
     xp = backend.xp
@@ -177,9 +206,20 @@ def race(runner, args: tuple, course: Callable, n_bytes: int, floor: float) -> t
         with xp.cuda.using_allocator(pool.malloc):
             course_out[0] = course(*device_args)
 
+    def run_anchor() -> None:
+        with xp.cuda.using_allocator(pool.malloc):
+            anchor(*device_args)
+
+    if n_flops:
+        if anchor is None:
+            raise ValueError("a compute-bound race (n_flops > 0) needs its anchor: the vendor library's call")
+        ceiling, work = (anchor_label, seconds_here(run_anchor)), {"yours": n_flops, "course": n_flops,
+                                                                   anchor_label: n_flops}
+    else:
+        ceiling, work = ("copy", seconds_here(lambda: xp.copyto(dst, src))), {"yours": n_bytes, "course": n_bytes,
+                                                                            "copy": 2 * src.nbytes}
     runner.gpu_hold(args)
-    timers = {"yours": runner.gpu_seconds, "course": seconds_here(run_course),
-              "copy": seconds_here(lambda: xp.copyto(dst, src))}
+    timers = {"yours": runner.gpu_seconds, "course": seconds_here(run_course), ceiling[0]: ceiling[1]}
     repeat, best = {}, {}
     for label, seconds in timers.items():
         seconds(1)  # warm-up: compiles, allocates
@@ -189,11 +229,33 @@ def race(runner, args: tuple, course: Callable, n_bytes: int, floor: float) -> t
         for label, seconds in timers.items():
             if best[label] < SLOW_CALL_S:
                 best[label] = min(best[label], max(seconds(repeat[label]), 1e-9) / repeat[label])
-    n_moved = {"yours": n_bytes, "course": n_bytes, "copy": 2 * src.nbytes}
-    return KernelRace(backend.device_name(), best, n_moved, floor), runner.gpu_last(), to_host(course_out[0])
+    result = KernelRace(backend.device_name(), best, work, floor, "FLOP" if n_flops else "B", ceiling[0])
+    return result, runner.gpu_last(), to_host(course_out[0])
 
 
 # ------------------------------------------------------------------ the check
+def speed_point(check_fn: Callable) -> Callable:
+    """Mark ``check_<name>`` as an exercise with a second point for speed, so that the grader puts two points at
+    stake for every submission of it, also one whose kernel crashed or hung before any verdict."""
+    check_fn.speed_point = True
+    return check_fn
+
+
+def speed_point_exercises() -> frozenset[str]:
+    """The exercises whose checks are marked :func:`speed_point`, across every check module of the course."""
+    import importlib
+    import pkgutil
+
+    import mlsys_lab.exercises as package
+
+    found = set()
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        found |= {name.removeprefix("check_") for name, value in vars(module).items()
+                  if name.startswith("check_") and getattr(value, "speed_point", False)}
+    return frozenset(found)
+
+
 @dataclass
 class TimedCase:
     """The large case the launcher is timed on, with the course's kernel for it and the bytes it must move."""
@@ -208,6 +270,16 @@ class TimedCase:
     # Correct but slow kernels of the course, by what they get wrong ("bank-conflicted: ..."): below the floor, the
     # figure names the one whose time is closest to the learner's.
     lookalikes: dict[str, Callable] = field(default_factory=dict)
+    # A compute-bound kernel (a GEMM) counts FLOPs, not bytes: its figure is TFLOP/s, and its ceiling is
+    # ``anchor`` (the vendor library on the same device arguments, e.g. cuBLAS through ``a @ b``), not a copy.
+    n_flops: int = 0
+    anchor: Callable | None = None
+    anchor_label: str = "cuBLAS"
+
+    def race(self, runner) -> tuple[KernelRace, Any, Any]:
+        """:func:`race` on this case."""
+        return race(runner, self.args, self.course, self.n_bytes, self.floor, self.n_flops, self.anchor,
+                    self.anchor_label)
 
 
 def check_kernel(name: str, fn: Callable, make_cases: Callable[[], list[Case]], compare: Callable[[Any, Any], bool],
@@ -218,14 +290,16 @@ def check_kernel(name: str, fn: Callable, make_cases: Callable[[], list[Case]], 
         return not_graded_here(name, NEEDS, WHERE)
     runner = launcher(fn)
     verdict = evaluate(name, called(runner), make_cases(), compare)
-    if not verdict.passed or make_timed is None:
+    if make_timed is None:
         return report(verdict)
+    if not verdict.passed:  # the speed point is at stake too: a kernel that is not correct earns neither
+        return report(replace(verdict, floor_met=False) if verdict.status == FAIL else verdict)
     timed = make_timed()
     try:
-        result, got, course_result = race(runner, timed.args, timed.course, timed.n_bytes, timed.floor)
+        result, got, course_result = timed.race(runner)
     except Exception as exc:  # the learner's launcher failed on the timed case
         return report(Verdict(name, FAIL, f"{FAIL} {name}: the timed case ({timed.label}): {raised(exc)}",
-                              verdict.n_cases))
+                              verdict.n_cases, floor_met=False))
     expected = timed.expected_of(course_result)
     try:
         same = compare(got, expected)
@@ -233,11 +307,13 @@ def check_kernel(name: str, fn: Callable, make_cases: Callable[[], list[Case]], 
         same = False
     if not same:
         return report(Verdict(name, FAIL, f"{FAIL} {name}: the timed case ({timed.label}), after repeated calls: got "
-                              f"{short(got)}, the course's kernel gives {short(expected)}", verdict.n_cases))
+                              f"{short(got)}, the course's kernel gives {short(expected)}", verdict.n_cases,
+                              floor_met=False))
     hint = timed.slow_hint
     if not result.met and timed.lookalikes:
         hint = closest(result.seconds["yours"], timed.lookalikes, to_device(timed.args)) + (f"; {hint}" if hint else "")
-    return report(Verdict(name, verdict.status, verdict.line, verdict.n_cases, result.figure(hint)))
+    return report(Verdict(name, verdict.status, verdict.line, verdict.n_cases, result.figure(hint),
+                          floor_met=result.met))
 
 
 def closest(seconds: float, lookalikes: dict[str, Callable], device_args: tuple) -> str:

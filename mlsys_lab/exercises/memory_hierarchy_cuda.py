@@ -22,7 +22,7 @@ from mlsys_lab.exercises.cuda_kernels import (
     check_kernel,
     float32_result,
     launcher,
-    race,
+    speed_point,
 )
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.memory_hierarchy.shared_memory import transpose_on_gpu
@@ -64,6 +64,7 @@ def transpose_timed(g) -> TimedCase:
                      FLOOR, lookalikes=LOOKALIKES)
 
 
+@speed_point
 def check_transpose_cuda(fn) -> None:
     """``fn(a)`` -> a.T (cols, rows), float32, on the GPU: 12 cases, exact; then timed against the course's padded
     kernel (floor 75%)."""
@@ -76,4 +77,4 @@ def race_transpose_cuda(fn) -> KernelRace:
     """The learner's ``transpose_cuda`` timed beside the course's kernel and a copy on this GPU ("see it")."""
     loader.require_gpu("race_transpose_cuda")
     timed = transpose_timed(rng())
-    return race(launcher(fn), timed.args, timed.course, timed.n_bytes, timed.floor)[0]
+    return timed.race(launcher(fn))[0]

@@ -19,7 +19,7 @@ from mlsys_lab.exercises.cuda_kernels import (
     check_kernel,
     float32_result,
     launcher,
-    race,
+    speed_point,
 )
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.operators.bias_gelu import bias_gelu as course_bias_gelu
@@ -64,6 +64,7 @@ def bias_gelu_timed(g) -> TimedCase:
                      bias_gelu_bytes(*TIMED_SHAPE), FLOOR, SLOW_HINT)
 
 
+@speed_point
 def check_bias_gelu(fn) -> None:
     """``fn(x, bias, scale)`` -> scale · gelu(x + bias) (tanh form), float32, on the GPU: 10 cases within
     rtol 1e-5, atol 3e-5 of the float64 reference; then timed against the course's kernel (floor 50%)."""
@@ -76,4 +77,4 @@ def race_bias_gelu(fn) -> KernelRace:
     """The learner's ``bias_gelu`` timed beside the course's kernel and a copy on this GPU (the "see it" cell)."""
     loader.require_gpu("race_bias_gelu")
     timed = bias_gelu_timed(rng())
-    return race(launcher(fn), timed.args, timed.course, timed.n_bytes, timed.floor)[0]
+    return timed.race(launcher(fn))[0]

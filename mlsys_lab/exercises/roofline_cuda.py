@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsys_lab.exercises import Case, rng
-from mlsys_lab.exercises.cuda_kernels import KernelRace, TimedCase, check_kernel, float32_result, launcher, race
+from mlsys_lab.exercises.cuda_kernels import KernelRace, TimedCase, check_kernel, float32_result, launcher, speed_point
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.roofline.reduce import sum_atomic, sum_reference
 
@@ -84,6 +84,7 @@ def reduce_sum_timed(g) -> TimedCase:
                      expected_of=expected_of)
 
 
+@speed_point
 def check_reduce_sum(fn) -> None:
     """``fn(x)`` -> sum(x) as a one-element float32 array, on the GPU: 10 cases, exact on small integers, within
     1e-4 of the float64 sum on random floats; then timed against the course's kernel (floor 60%)."""
@@ -95,4 +96,4 @@ def race_reduce_sum(fn) -> KernelRace:
     """The learner's ``reduce_sum`` timed beside the course's kernel and a copy on this GPU (the "see it" cell)."""
     loader.require_gpu("race_reduce_sum")
     timed = reduce_sum_timed(rng())
-    return race(launcher(fn), timed.args, timed.course, timed.n_bytes, timed.floor)[0]
+    return timed.race(launcher(fn))[0]

@@ -202,21 +202,27 @@ def plot_tensor_core_roofline(ax, hardware, dots, provenance: str) -> None:
 
 
 # ------------------------------------------------------------------ a learner's CUDA kernel beside the course's
-def plot_kernel_race(ax, bytes_per_s: dict[str, float], device: str, title: str) -> None:
-    """The memory roof of a memory-bound kernel, measured: the bandwidth a device-to-device copy reaches ("copy"),
-    the course's kernel ("course") and the learner's ("yours"), as bars of GB/s on one GPU, each labelled with its
-    share of the copy's (``mlsys_lab.exercises.cuda_kernels.KernelRace.bytes_per_s``)."""
-    labels = {"copy": "copy (the memory roof)", "course": "the course's kernel", "yours": "your kernel"}
-    order = [key for key in ("copy", "course", "yours") if key in bytes_per_s]
-    rates = [bytes_per_s[key] / 1e9 for key in order]
-    colors = {"copy": "0.6", "course": "#4c72b0", "yours": "#c44e52"}
+def plot_kernel_race(ax, race, title: str) -> None:
+    """The roof of a kernel, measured: the ceiling (``race.anchor``: a device-to-device copy for a memory-bound
+    kernel, cuBLAS for a GEMM), the course's kernel ("course") and the learner's ("yours"), as bars of GB/s or
+    TFLOP/s on one GPU, each labelled with its share of the ceiling's
+    (:class:`mlsys_lab.exercises.cuda_kernels.KernelRace`)."""
+    rates_of = race.rates
+    anchor = race.anchor
+    roof = "the memory roof" if anchor == "copy" else "the compute roof reached"
+    labels = {anchor: f"{anchor} ({roof})", "course": "the course's kernel", "yours": "your kernel"}
+    order = [key for key in (anchor, "course", "yours") if key in rates_of]
+    scale, unit = (1e9, "GB/s") if race.unit == "B" else (1e12, "TFLOP/s")
+    rates = [rates_of[key] / scale for key in order]
+    colors = {anchor: "0.6", "course": "#4c72b0", "yours": "#c44e52"}
     bars = ax.barh([labels[key] for key in order], rates, color=[colors[key] for key in order])
-    copy = bytes_per_s.get("copy")
+    ceiling = rates_of.get(anchor)
     for bar, key, rate in zip(bars, order, rates, strict=True):
-        share = f", {bytes_per_s[key] / copy:.0%} of copy" if copy and key != "copy" else ""
-        ax.annotate(f"{rate:,.0f} GB/s{share}", (rate, bar.get_y() + bar.get_height() / 2), xytext=(4, 0),
+        share = f", {rates_of[key] / ceiling:.0%} of {anchor}" if ceiling and key != anchor else ""
+        ax.annotate(f"{rate:,.0f} {unit}{share}", (rate, bar.get_y() + bar.get_height() / 2), xytext=(4, 0),
                     textcoords="offset points", va="center", fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, max(rates) * 1.35)
-    ax.set_xlabel("GB/s (the bytes the kernel must move, per second)")
-    ax.set_title(f"{title} on {device}", fontsize=10)
+    what = "the bytes the kernel must move" if race.unit == "B" else "the GEMM's 2·M·N·K FLOPs"
+    ax.set_xlabel(f"{unit} ({what}, per second)")
+    ax.set_title(f"{title} on {race.device}", fontsize=10)
