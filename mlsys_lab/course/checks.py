@@ -92,6 +92,27 @@ def _learner_error(type_name: str, message: str, line: str = "") -> Exception:
     return error
 
 
+def _changed_arguments(reported: Any) -> list[str]:
+    """The names of the arguments the worker reports changed (``[[position, name], ...]``) that the case being run
+    does not let the learner's function change."""
+    from mlsys_lab.argument_changes import not_allowed
+    from mlsys_lab.exercises import ARGUMENTS_MAY_CHANGE
+
+    if type(reported) is not list:
+        return []
+    pairs = [(p, str(n)) for p, n in (e for e in reported if type(e) is list and len(e) == 2)
+             if type(p) in (int, str)]
+    return not_allowed(pairs, ARGUMENTS_MAY_CHANGE.get())
+
+
+def _argument_changed(name: str) -> Exception:
+    """What the check reports when the worker saw the learner's function change its argument ``name`` in place."""
+    from mlsys_lab.argument_changes import message
+    from mlsys_lab.exercises import ArgumentChanged
+
+    return ArgumentChanged(message(name))
+
+
 def process_cpu_seconds(pid: int) -> float:
     """CPU seconds (user + system, every thread) that process ``pid`` has used so far, read from outside it.
 
@@ -223,6 +244,9 @@ class LearnerFunction:
             if type(reply.get("used")) is list:
                 self.used |= {str(u)[:80] for u in reply["used"]}
             if op == "result":
+                changed = _changed_arguments(reply.get("changed"))
+                if changed:
+                    raise _argument_changed(changed[0][:80])
                 try:
                     return wire.decode(reply.get("value"))  # plain data only: no references back
                 except wire.NotPlainData as exc:

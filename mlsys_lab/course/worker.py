@@ -44,6 +44,7 @@ import socket
 import sys
 from typing import Any, Callable
 
+from mlsys_lab import argument_changes
 from mlsys_lab.course import confinement, stand_in_checks, wire
 from mlsys_lab.course.library_answers import LIBRARY_ANSWERS
 from mlsys_lab.tracebacks import learner_line
@@ -229,8 +230,10 @@ def _answer(sock: socket.socket, fn: Callable, used: set[str]) -> None:
             args = wire.decode(message["args"], _Remote)
             kwargs = wire.decode(message["kwargs"], _Remote)
             device = message.get("device") is True  # a kernel exercise: arrays to the GPU and back
+            before = {} if device else argument_changes.snapshot(fn, args, kwargs)
             value = fn(*_on_device(args, device), **kwargs)
-            reply = {"op": "result", "value": wire.encode(_on_host(value)), "used": sorted(used)}
+            reply = {"op": "result", "value": wire.encode(_on_host(value)), "used": sorted(used),
+                     "changed": argument_changes.changes(before)}  # the grader judges whether that is allowed
         except (Exception, SystemExit) as exc:  # the learner's function failed: the grader reports it
             reply = _raised(exc, used)
         wire.send_message(sock, reply)

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from mlsys_lab import pieces
+from mlsys_lab import argument_changes, pieces
 from mlsys_lab.tracebacks import learner_line
 
 PASS, FAIL, TODO = "✓", "✗", "…"
@@ -46,6 +46,13 @@ PASS, FAIL, TODO = "✓", "✗", "…"
 VERDICT_SINK: ContextVar[Callable[[Verdict], None] | None] = ContextVar("VERDICT_SINK", default=None)
 # The seed of the random cases when set (see :func:`seeded`); otherwise MLSYS_LAB_CHECK_SEED, otherwise fresh.
 CHECK_SEED: ContextVar[int | None] = ContextVar("CHECK_SEED", default=None)
+# Whether the case being run lets the learner's function change its arguments (the grader's stand-in reads it to
+# judge what its worker saw).
+ARGUMENTS_MAY_CHANGE: ContextVar[bool | tuple] = ContextVar("ARGUMENTS_MAY_CHANGE", default=())
+
+
+class ArgumentChanged(Exception):
+    """The learner's function changed one of its arguments in place (raised where only the grader's worker saw it)."""
 
 
 @dataclass
@@ -58,6 +65,9 @@ class Case:
     expected: Any = None
     # Optional extra test of the result (a resource budget, a property): returns an error or None.
     check_result: Callable[[Any], str | None] | None = None
+    # Which arguments the learner's function may update in place: their positions (or keywords), True for all; a
+    # change of any other is the case's failure, told before any value is compared (mlsys_lab.argument_changes).
+    may_change_args: bool | tuple = ()
 
 
 @dataclass(frozen=True)
@@ -170,19 +180,28 @@ def evaluate(
         return Verdict(name, FAIL, f"{FAIL} {name}: case {index} ({case.label}): {text}", len(cases))
 
     for index, case in enumerate(cases, start=1):
+        before = {} if case.may_change_args is True else argument_changes.snapshot(fn, case.args, case.kwargs)
+        token = ARGUMENTS_MAY_CHANGE.set(case.may_change_args)
         try:
             got = fn(*case.args, **case.kwargs)
         except NotImplementedError:
             return Verdict(name, TODO, f"{TODO} {name}: not attempted yet", len(cases))
+        except ArgumentChanged as exc:
+            return fail(index, case, str(exc))
         except Exception as exc:  # the learner's code failed: report it and where, don't raise
             return fail(index, case, raised(exc))
+        finally:
+            ARGUMENTS_MAY_CHANGE.reset(token)
+        changed = argument_changes.changed(before, case.may_change_args)
+        if changed:
+            return fail(index, case, argument_changes.message(changed[0]))
         try:
             same = compare(got, case.expected)
         except Exception as exc:  # a return value the comparison cannot handle is a wrong answer
             return fail(index, case, f"got {short(got)} ({type(got).__name__}, which cannot be compared: "
                         f"{type(exc).__name__}), expected {short(case.expected)}")
         if not same:
-            return fail(index, case, f"got {short(got)}, expected {short(case.expected)}")
+            return fail(index, case, mismatch(got, case.expected))
         try:
             problem = case.check_result(got) if case.check_result else None
         except Exception as exc:
@@ -190,6 +209,38 @@ def evaluate(
         if problem:
             return fail(index, case, problem)
     return Verdict(name, PASS, f"{PASS} {name}: {len(cases)}/{len(cases)} cases", len(cases))
+
+
+def mismatch(got: Any, expected: Any) -> str:
+    """Why ``got`` is not ``expected``, in the terms of the slip: a shape, a length or a kind of number before any
+    values (``expected shape (4, 64), got shape (64, 4)``), else both values."""
+    values = f"got {short(got)}, expected {short(expected)}"
+    if isinstance(expected, tuple) and isinstance(got, (tuple, list)) and len(got) != len(expected):
+        return f"expected a tuple of {len(expected)} items, got {len(got)} items: {short(got)}"
+    if isinstance(expected, tuple) and isinstance(got, (tuple, list)):
+        for i, (g, e) in enumerate(zip(got, expected, strict=True), start=1):
+            slip = _array_slip(g, e)
+            if slip:
+                return f"item {i} of the result: {slip}"
+        return values
+    return _array_slip(got, expected) or values
+
+
+def _array_slip(got: Any, expected: Any) -> str:
+    """A shape or kind mismatch between an array result and the expected array; "" when there is none."""
+    if not isinstance(expected, np.ndarray):
+        return ""
+    if isinstance(got, (str, bytes, dict)) or got is None:
+        return f"expected an array of shape {expected.shape}, got {type(got).__name__} {short(got, 40)}"
+    try:
+        have = np.asarray(got)
+    except Exception:
+        return ""
+    if have.shape != expected.shape:
+        return f"expected shape {expected.shape}, got shape {have.shape}"
+    if expected.dtype.kind in "biufc" and have.dtype.kind not in "biufc":
+        return f"expected an array of numbers, got dtype {have.dtype}"
+    return ""
 
 
 def raised(exc: BaseException) -> str:
