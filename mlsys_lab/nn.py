@@ -71,7 +71,17 @@ def cross_entropy(logits, labels) -> tuple[float, object]:
 
 
 def mse_loss(prediction, target) -> tuple[float, object]:
-    """L = ½ · mean((ŷ − y)²) over every element, and dL/dŷ = (ŷ − y) / N (N: number of elements)."""
+    """L = ½ · mean((ŷ − y)²) over every element, and dL/dŷ = (ŷ − y) / N (N: number of elements).
+
+    The ½ makes the gradient the plain residual over N. It is *not* PyTorch's ``torch.nn.functional.mse_loss``,
+    which is mean((ŷ − y)²) without the ½ (its gradient 2(ŷ − y) / N): to compare with PyTorch, double this loss
+    and its gradient.
+
+    >>> import numpy as np
+    >>> loss, grad = mse_loss(np.array([1.0, 3.0]), np.array([0.0, 0.0]))
+    >>> loss, grad.tolist()  # ½ · (1 + 9) / 2; PyTorch's mse_loss gives 5.0
+    (2.5, [0.5, 1.5])
+    """
     shape = check_array("prediction", prediction, kinds="fiu").shape
     if (got := check_array("target", target, kinds="fiu").shape) != shape:  # broadcasting: a wrong mean
         raise ValueError(f"target must have the shape of prediction {tuple(shape)}; got {tuple(got)}")

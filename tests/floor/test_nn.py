@@ -34,6 +34,26 @@ def test_mse_loss_by_hand():
     np.testing.assert_array_equal(asnumpy(grad), [[0.25, -0.5], [0.75, 0.0]])
 
 
+def test_mse_loss_is_half_of_pytorchs_and_says_so():
+    """The course's MSE is ½·mean((ŷ − y)²); PyTorch's ``F.mse_loss`` is mean((ŷ − y)²). Wherever a learner meets
+    it beside PyTorch (its docstring, lesson 08's FSDP exercise) the factor is stated."""
+    from pathlib import Path
+
+    import nbformat
+
+    g = np.random.default_rng(0)
+    y_hat, y = g.standard_normal((5, 3)), g.standard_normal((5, 3))
+    loss, grad = mse_loss(xp.asarray(y_hat), xp.asarray(y))
+    torch_mean = float(np.mean((y_hat - y) ** 2))  # torch.nn.functional.mse_loss's definition, reduction="mean"
+    assert loss == pytest.approx(torch_mean / 2, rel=1e-15)
+    np.testing.assert_allclose(asnumpy(grad), (y_hat - y) / y.size, rtol=1e-15)
+    assert "PyTorch" in mse_loss.__doc__ and "without the ½" in mse_loss.__doc__
+    root = Path(__file__).resolve().parents[2]
+    cells = nbformat.read(root / "notebooks" / "08_parallelism.ipynb", as_version=4).cells
+    prompt = next(c.source for c in cells if c.cell_type == "markdown" and "`mse_loss`" in c.source)
+    assert "half of PyTorch's `F.mse_loss`" in prompt
+
+
 def test_gelu_values_and_gradient():
     x = np.array([-3.0, -1.0, 0.0, 0.5, 2.0])
     t = np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))
