@@ -234,15 +234,19 @@ def check_spearman(fn) -> None:
     cases = [Case("same order", (np.array([1.0, 2, 3, 4]), np.array([10.0, 20, 30, 40])), expected=1.0),
              Case("reversed", (np.array([1.0, 2, 3]), np.array([3.0, 2, 1])), expected=-1.0),
              Case("example with a tie", (tie_x, tie_y), expected=spearman(tie_x, tie_y)),
+             Case("a tie in y only", (tie_y, tie_x), expected=spearman(tie_y, tie_x)),
              Case("two points", (np.array([5.0, -1.0]), np.array([0.0, 2.0])), expected=-1.0),
              Case("unsorted, no ties", (np.array([3.0, 1, 4, 1.5, 9, 2.6]), np.array([2.0, 7, 1, 8, 2.5, 3])),
                   expected=spearman(np.array([3.0, 1, 4, 1.5, 9, 2.6]), np.array([2.0, 7, 1, 8, 2.5, 3])))]
     g = rng()
-    for _ in range(8):
+    for i in range(9):
         n = int(g.integers(3, 120))
         x = g.integers(0, 20, n).astype(float)  # small integers: ties happen
         y = x + g.normal(0, 5, n)
-        cases.append(Case(f"n={n}, with ties", (x, y), expected=spearman(x, y)))
+        where = ("x", "y", "x and y")[i % 3]  # ties in one input only, either one, or in both
+        if where != "x":
+            x, y = (y, x) if where == "y" else (x, np.round(y / 3))
+        cases.append(Case(f"n={n}, with ties in {where}", (x, y), expected=spearman(x, y)))
     for _ in range(2):
         n = int(g.integers(5, 60))
         x, y = g.permutation(n).astype(float) - n / 2, g.normal(0, 1, n)

@@ -177,6 +177,10 @@ def check_assign_offsets(fn) -> None:
         ("a gap too small", [iv("Y", 0, 0, 250), iv("X", 0, 1, 240), iv("Z", 1, 2, 100), iv("V", 1, 2, 90),
                              iv("U", 1, 1, 80)]),
         ("one-step tensors", [iv("A", 0, 0, 64), iv("B", 1, 1, 64), iv("C", 1, 1, 32), iv("D", 2, 2, 96)]),
+        # B and D reuse A's bytes after A dies; C lives beside all three: the blocks it must avoid, sorted by
+        # offset, are [0, 100), [0, 1000), [100, 200), and a gap search whose cursor steps back to 200 overlaps A.
+        ("a block nested in a longer one", [iv("A", 0, 1, 1000), iv("B", 3, 4, 100), iv("D", 3, 4, 100),
+                                            iv("C", 0, 4, 50)]),
         ("MLP block", liveness(trace(mlp, (64, 256), (256, 1024), (1024, 256)))),
     ]
     g = rng()

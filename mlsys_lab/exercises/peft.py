@@ -59,19 +59,37 @@ def _large_base_case(g: np.random.Generator) -> tuple[str, tuple]:
     return f"x {x.shape}, W₀ {w.shape} with entries ~2^40 that cancel in x W₀, r={r}", (x, w, a, b, 2.0)
 
 
+def _large_adapter_case(g: np.random.Generator) -> tuple[str, tuple]:
+    """An A whose entries are ~2⁴⁰ and cancel exactly in x A (rows in ± pairs, x equal in each pair).
+
+    (x A) B is then exact and O(1), while the d_in × d_out product A B holds entries ~2⁴⁰ rounded to 2⁻¹²: any
+    forward that forms it, merged into W₀ or not (``x @ (A @ B)``), loses the update's digits when x sums them.
+    """
+    n, half, d_out, r = int(g.integers(1, 5)), int(g.integers(2, 12)), int(g.integers(2, 20)), int(g.integers(1, 4))
+    big = g.integers(1, 5, size=(half, r)) * g.choice([-1.0, 1.0], size=(half, r)) * 2.0 ** 40
+    a = np.empty((2 * half, r))
+    a[0::2] = big + g.integers(-512, 513, size=(half, r)) * 2.0 ** -8  # x A keeps only these dyadic parts: exact
+    a[1::2] = -big + g.integers(-512, 513, size=(half, r)) * 2.0 ** -8
+    x = np.repeat(g.integers(-4, 5, size=(n, half)).astype(float), 2, axis=1)
+    w, b = g.normal(size=(2 * half, d_out)), g.normal(size=(r, d_out))
+    return f"x {x.shape}, A {a.shape} with entries ~2^40 that cancel in x A, r={r}", (x, w, a, b, 2.0)
+
+
 def check_lora_forward(fn) -> None:
     """``fn(x, w, a, b, scale)`` -> x W + scale · (x A) B; with B = 0 it must equal x W exactly.
 
     One hidden case has a base of large entries that cancel in x W₀ (exactly, in floating point) beside an
-    O(1) update: forming W₀ + s·A·B first rounds the update away there, so only the factored path passes.
+    O(1) update: forming W₀ + s·A·B first rounds the update away there. Another has an A of large entries that
+    cancel in x A: forming the d_in × d_out product A B at all (``x @ (A @ B)``) rounds there. Only the factored
+    path, x W₀ + s·(x A) B, passes both.
     """
     g = rng()
     cases = []
     for i in range(10):
         label, args = _layer_case(g, zero_b=(i == 0))
         cases.append(Case(label, args, expected=reference_lora_forward(*args)))
-    for _ in range(2):
-        label, args = _large_base_case(g)
+    for make in (_large_base_case, _large_base_case, _large_adapter_case, _large_adapter_case):
+        label, args = make(g)
         cases.append(Case(label, args, expected=reference_lora_forward(*args)))
     check("lora_forward", fn, cases)
 

@@ -173,6 +173,21 @@ def spearman_min_rank_ties(x, y):
     return float(np.corrcoef(ranks(x), ranks(y))[0, 1])
 
 
+def spearman_ties_in_x_only(x, y):
+    """Average ranks for x, ordinal ranks for y: right whenever y has no ties (the old cases never tied y)."""
+    return float(np.corrcoef(ranks_average(x), spearman_ordinal_ranks(y))[0, 1])
+
+
+def spearman_ties_in_y_only(x, y):
+    return float(np.corrcoef(spearman_ordinal_ranks(x), ranks_average(y))[0, 1])
+
+
+def spearman_ordinal_ranks(v):
+    out = np.empty(len(v))
+    out[np.argsort(np.asarray(v, dtype=float), kind="mergesort")] = np.arange(1, len(v) + 1)
+    return out
+
+
 def spearman_difference_formula(x, y):
     d = ranks_average(x) - ranks_average(y)
     n = len(d)
@@ -216,6 +231,8 @@ CATALOGUES = [
     Catalogue("spearman", check_spearman, spearman_reference, {
         "Pearson on the values": lambda x, y: float(np.corrcoef(x, y)[0, 1]),
         "ties get ordinal ranks": spearman_ordinal_ties,
+        "average ranks for ties in x only": spearman_ties_in_x_only,
+        "average ranks for ties in y only": spearman_ties_in_y_only,
         "argsort taken as the ranks": lambda x, y: float(np.corrcoef(np.argsort(x), np.argsort(y))[0, 1]),
         "ties get the lowest rank": spearman_min_rank_ties,
         "1 - 6 sum d^2 / (n (n^2 - 1)) with ties": spearman_difference_formula,

@@ -36,7 +36,8 @@ def fuse_rule(graph, p, c, *, shape=True, outputs=True, readers="only", ops=FUSA
 ELEMENTWISE_CLASS = frozenset(op for op, cls in OP_CLASS.items() if cls == "elementwise")
 
 
-def greedy_plan(intervals, key=lambda iv: (-iv.n_bytes, iv.start, iv.name), touching_overlap=True, fit=True):
+def greedy_plan(intervals, key=lambda iv: (-iv.n_bytes, iv.start, iv.name), touching_overlap=True, fit=True,
+                cursor_max=True):
     """Greedy placement in the order ``key``: each tensor at the lowest (or best) gap that fits it."""
     placed, offsets = [], {}
     for iv in sorted(intervals, key=key):
@@ -47,7 +48,7 @@ def greedy_plan(intervals, key=lambda iv: (-iv.n_bytes, iv.start, iv.name), touc
         for lo, hi in busy:
             if lo - cursor >= (iv.n_bytes if fit else 1):
                 break
-            cursor = max(cursor, hi)
+            cursor = max(cursor, hi) if cursor_max else hi
         offsets[iv.name] = cursor
         placed.append(iv)
     return offsets
@@ -87,6 +88,8 @@ CATALOGUES = [
         "end exclusive (tensors meeting at a step share memory)":
             lambda ivs: greedy_plan(ivs, touching_overlap=False),
         "first gap taken even when too small": lambda ivs: greedy_plan(ivs, fit=False),
+        "the gap search's cursor steps back past a longer block (overlaps it)":
+            lambda ivs: greedy_plan(ivs, cursor_max=False),
         "first fit in order of start (valid, wasteful)":
             lambda ivs: greedy_plan(ivs, key=lambda iv: (iv.start, iv.name)),
         "the last tensor forgotten": lambda ivs: {k: v for k, v in list(plan_greedy_by_size(ivs, 1).items())[:-1]},

@@ -166,6 +166,7 @@ def variant(**kw):
 CATALOGUES = [
     Catalogue("lora_forward", check_lora_forward, reference_lora_forward, {
         "forms the merged matrix W₀ + s·A·B": lambda x, w, a, b, s: x @ (w + s * (a @ b)),
+        "forms the d_in × d_out product A B beside W₀": lambda x, w, a, b, s: x @ w + s * (x @ (a @ b)),
         "ignores the scale": lambda x, w, a, b, s: x @ w + (x @ a) @ b,
         "scale divided by the rank again": lambda x, w, a, b, s: x @ w + s / a.shape[1] * ((x @ a) @ b),
         "forgets the frozen path x W₀": lambda x, w, a, b, s: s * ((x @ a) @ b),
