@@ -3,8 +3,8 @@
 An exercise's check calls the learner's function with arrays it keeps (to compute the expected answer, or to call
 again). A function that updates its argument in place (``w -= lr * g``, ``x[mask] = 0``, ``np.exp(x, out=x)``)
 may return the right value and still break the check's next step, which would then blame the maths. So a check
-takes a :func:`snapshot` of the arrays before the call and asks :func:`changed` after it; the first changed one is
-named in :func:`message`. The grader's worker does the same on its side of the socket (its arrays are copies of
+takes a :func:`snapshot_arrays` of the arrays before the call and asks :func:`changed` after it; the first changed
+one is named in :func:`message`. The grader's worker does the same on its side of the socket (its arrays are copies of
 the check's, so only it can see the change) and reports the names.
 
     >>> import numpy as np
@@ -12,7 +12,7 @@ the check's, so only it can see the change) and reports the names.
     ...     w -= 0.5 * g
     ...     return w
     >>> w, g = np.ones(3), np.ones(3)
-    >>> before = snapshot(step, (w, g), {})
+    >>> before = snapshot_arrays(step, (w, g), {})
     >>> _ = step(w, g)
     >>> changed(before), changed(before, allowed=(0,))
     (['w'], [])
@@ -42,7 +42,7 @@ def argument_names(fn: Callable, n_positional: int) -> list[str]:
 Snapshot = dict[str, tuple[int | str, np.ndarray, np.ndarray]]  # name -> (position or keyword, array, its copy)
 
 
-def snapshot(fn: Callable, args: tuple | list, kwargs: dict) -> Snapshot:
+def snapshot_arrays(fn: Callable, args: tuple | list, kwargs: dict) -> Snapshot:
     """``{name: (position, the array passed, a copy of it)}`` for every numeric NumPy array among ``args`` and
     ``kwargs``, and one level inside a dict, list or tuple argument (``state['m']``, ``grads[2]``); ``position`` is
     the argument's index, or its keyword."""

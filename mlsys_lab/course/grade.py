@@ -39,6 +39,7 @@ import nbformat
 from nbformat import NotebookNode
 from tqdm.auto import tqdm
 
+from mlsys_lab.course.checks import lessons
 from mlsys_lab.course.dependencies import needed_cells
 from mlsys_lab.course.library_answers import LIBRARY_ANSWERS
 from mlsys_lab.course.nbval_report import SEGMENT_KEY, SERVE_KEY
@@ -52,7 +53,6 @@ from mlsys_lab.course.notebook_cells import (
 )
 from mlsys_lab.course.results import ORIGIN_KEY, ExerciseResult, SubmissionResult, segment_result, with_speed_point
 from mlsys_lab.exercises import PASS, TODO
-from mlsys_lab.exercises.cuda_kernels import speed_point_exercises
 
 NBVAL_MARKER = re.compile(r"^\s*#+\s*(NBVAL_\w+|PYTEST_VALIDATE_IGNORE_OUTPUT)\s*$")
 CHECK_IMPORT = re.compile(r"from\s+mlsys_lab\.exercises\.(\w+)\s+import")
@@ -226,6 +226,13 @@ def library_answers_named(source: str, exercise: str) -> list[str]:
         if re.search(rf"(?:\.|\bimport\s+|\bimport\s.*,\s*){re.escape(name)}\b", source):  # not the learner's def
             found.append(f"{module}.{name}")
     return found
+
+
+def speed_point_exercises() -> frozenset[str]:
+    """The exercises whose checks are marked :func:`mlsys_lab.exercises.cuda_kernels.speed_point`, in every lesson."""
+    return frozenset(name.removeprefix("check_") for module in lessons().values()
+                     for name, value in vars(module).items()
+                     if name.startswith("check_") and getattr(value, "speed_point", False))
 
 
 def default_jobs() -> int:

@@ -180,7 +180,7 @@ def evaluate(
         return Verdict(name, FAIL, f"{FAIL} {name}: case {index} ({case.label}): {text}", len(cases))
 
     for index, case in enumerate(cases, start=1):
-        before = {} if case.may_change_args is True else argument_changes.snapshot(fn, case.args, case.kwargs)
+        before = {} if case.may_change_args is True else argument_changes.snapshot_arrays(fn, case.args, case.kwargs)
         token = ARGUMENTS_MAY_CHANGE.set(case.may_change_args)
         try:
             got = fn(*case.args, **case.kwargs)

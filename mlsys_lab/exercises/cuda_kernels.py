@@ -252,21 +252,6 @@ def speed_point(check_fn: Callable) -> Callable:
     return check_fn
 
 
-def speed_point_exercises() -> frozenset[str]:
-    """The exercises whose checks are marked :func:`speed_point`, across every check module of the course."""
-    import importlib
-    import pkgutil
-
-    import mlsys_lab.exercises as package
-
-    found = set()
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        found |= {name.removeprefix("check_") for name, value in vars(module).items()
-                  if name.startswith("check_") and getattr(value, "speed_point", False)}
-    return frozenset(found)
-
-
 @dataclass
 class TimedCase:
     """The large case the launcher is timed on, with the course's kernel for it and the bytes it must move."""

@@ -12,6 +12,7 @@ import csv
 import pytest
 
 from mlsys_lab.course.cli import format_table, mark, write_csv
+from mlsys_lab.course.grade import speed_point_exercises
 from mlsys_lab.course.results import (
     ExerciseResult,
     SubmissionResult,
@@ -19,7 +20,6 @@ from mlsys_lab.course.results import (
     not_graded,
     with_speed_point,
 )
-from mlsys_lab.exercises.cuda_kernels import speed_point_exercises
 
 FAST = "3092 GB/s, 76% of copy bandwidth, 95% of the course's kernel; floor of 75% of the course's kernel met"
 SLOW = "1500 GB/s, 37% of copy bandwidth, 46% of the course's kernel; below the floor of 75% of the course's kernel"
