@@ -5,6 +5,7 @@ text        the bundled text (300 KB of Shakespeare, public domain), characters 
 model       a decoder-only transformer in NumPy: flat parameters, forward, backward written out; the learner's
             cross-entropy and layer-norm backward come in through ``ModelOps``
 train       Adam over the flat parameters, a run's state, the single-process training loop, held-out loss, sampling
+gpu_loss    on a CUDA GPU, the loss from the fused kernel of lesson 06 (the learner's or the course's)
 dp          real ranks through simulated-network pieces: ``MpiNetwork`` (``exchange`` over MPI), ``MpiGroup``
             (``all_reduce`` by the ring piece), and the course's ``average_gradients``
 stack       which pieces run: the learner's where their check passed, else the course's (:mod:`mlsys_lab.pieces`)

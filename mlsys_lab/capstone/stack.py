@@ -11,10 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from mlsys_lab import pieces
+from mlsys_lab import backend, pieces
 from mlsys_lab.capstone.dp import average_gradients, ring_allreduce_on_ranks
+from mlsys_lab.capstone.gpu_loss import PIECE as GPU_LOSS
+from mlsys_lab.capstone.gpu_loss import kernel_cross_entropy
 from mlsys_lab.capstone.model import ModelOps, attention_vjp, cross_entropy_with_grad, layer_norm_grad
 from mlsys_lab.fault_tolerance.checkpoint_io import write_atomic
+from mlsys_lab.kernels.training_memory.softmax_xent import softmax_xent_on_gpu
 
 # name, lesson, what it does in the capstone, the course's version
 PIECES: tuple[tuple[str, str, str, Callable], ...] = (
@@ -24,6 +27,11 @@ PIECES: tuple[tuple[str, str, str, Callable], ...] = (
     ("ring_allreduce", "07", "sums the gradient buffer over the MPI ranks", ring_allreduce_on_ranks),
     ("average_gradients", "12", "packs, all-reduces and averages the gradients (this lesson)", average_gradients),
     ("crash_safe_writer", "09", "writes every checkpoint of the MPI run", write_atomic),
+)
+# On a CUDA GPU the loss runs on a kernel instead of softmax_cross_entropy (mlsys_lab.capstone.gpu_loss).
+GPU_PIECES: tuple[tuple[str, str, str, Callable], ...] = (
+    (GPU_LOSS, "06", "the loss and its gradient on a CUDA GPU, in one fused kernel (instead of "
+                     "softmax_cross_entropy there)", softmax_xent_on_gpu),
 )
 
 
@@ -36,34 +44,51 @@ class Stack:
     average_gradients: Callable
     write_checkpoint: Callable
     whose: dict
+    # The operators in float64 throughout (the loss from softmax_cross_entropy even on a GPU, whose loss kernel is
+    # float32): what a central-difference gradient check needs.
+    exact_ops: ModelOps | None = None
 
     @staticmethod
     def course() -> Stack:
         """The course's pieces only (what the tests and the equality checks compare against)."""
-        fns = {name: course for name, _, _, course in PIECES}
-        return Stack(_ops(fns), fns["ring_allreduce"],
-                     fns["average_gradients"], fns["crash_safe_writer"], dict.fromkeys(fns, "the course's"))
+        fns = {name: course for name, _, _, course in active_pieces()}
+        return Stack(_ops(fns), fns["ring_allreduce"], fns["average_gradients"], fns["crash_safe_writer"],
+                     dict.fromkeys(fns, "the course's"), _exact_ops(fns))
+
+
+def active_pieces() -> tuple[tuple[str, str, str, Callable], ...]:
+    """The pieces a run uses here: :data:`PIECES`, and :data:`GPU_PIECES` where a CUDA GPU answers."""
+    return PIECES + (GPU_PIECES if backend.on_gpu else ())
 
 
 def _ops(fns: dict) -> ModelOps:
+    loss = kernel_cross_entropy(fns[GPU_LOSS]) if GPU_LOSS in fns else fns["softmax_cross_entropy"]
+    return ModelOps(loss, fns["layer_norm_backward"], fns["attention_backward"])
+
+
+def _exact_ops(fns: dict) -> ModelOps:
     return ModelOps(fns["softmax_cross_entropy"], fns["layer_norm_backward"], fns["attention_backward"])
 
 
 def load_stack(quiet: bool = False) -> Stack:
     """Yours, else the course's, for every piece; one printed line per piece unless ``quiet``."""
     fns, whose = {}, {}
-    for name, _, _, course in PIECES:
+    for name, _, _, course in active_pieces():
         fns[name] = pieces.piece(name, course=course, quiet=quiet)
         whose[name] = "yours" if fns[name] is not course else "the course's"
-    return Stack(_ops(fns), fns["ring_allreduce"],
-                 fns["average_gradients"], fns["crash_safe_writer"], whose)
+    return Stack(_ops(fns), fns["ring_allreduce"], fns["average_gradients"], fns["crash_safe_writer"], whose,
+                 _exact_ops(fns))
 
 
 def pieces_rows() -> list[dict[str, str]]:
     """One row per piece: its name, the lesson it comes from, what it does here, and whose version runs."""
     rows = []
-    for name, lesson, role, _ in PIECES:
+    for name, lesson, role, _ in PIECES + GPU_PIECES:
         fn, why = pieces.load_piece(name)
-        rows.append({"piece": name, "lesson": lesson, "in the capstone": role,
-                     "runs": "yours" if fn is not None else f"the course's ({why})"})
+        runs = "yours" if fn is not None else f"the course's ({why})"
+        if name == GPU_LOSS and not backend.on_gpu:
+            runs = "not here: needs a CUDA GPU (softmax_cross_entropy runs instead)"
+        elif name == "softmax_cross_entropy" and backend.on_gpu:
+            runs = f"not here: {GPU_LOSS} runs on the GPU instead"
+        rows.append({"piece": name, "lesson": lesson, "in the capstone": role, "runs": runs})
     return rows

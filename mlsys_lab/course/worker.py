@@ -274,7 +274,10 @@ def _on_device(args: list, device: bool) -> list:
 
 
 def _on_host(value: Any) -> Any:
-    """A GPU array the learner's function returned, copied back as a NumPy array (plain data)."""
+    """A GPU array the learner's function returned, copied back as a NumPy array (plain data); a tuple or list of
+    them (a kernel that returns two results: a loss and its gradient) item by item."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_on_host(item) for item in value)
     if hasattr(value, "__cuda_array_interface__"):
         from mlsys_lab import backend
 

@@ -76,7 +76,9 @@ def to_device(args: tuple) -> tuple:
 
 
 def to_host(value: Any) -> Any:
-    """A device array copied to a NumPy array; anything else as it is."""
+    """A device array copied to a NumPy array, a tuple or list of them item by item; anything else as it is."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_host(item) for item in value)
     return backend.asnumpy(value) if hasattr(value, "__cuda_array_interface__") else value
 
 

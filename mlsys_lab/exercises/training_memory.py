@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng, short
+from mlsys_lab.exercises.training_memory_cuda import check_softmax_xent_cuda  # noqa: F401  (re-exported: the lesson's checks)
 from mlsys_lab.training_memory.accounting import (
     training_memory_bytes,
     transformer_layer_activation_bytes,
