@@ -51,6 +51,10 @@ class Selection:
             value = getattr(self, field_name)
             if not isinstance(value, str) or not value:
                 raise TypeError(f"{field_name} must be a non-empty str; got {value!r:.40}")
+        cc = self.compute_capability
+        if cc is not None and not (isinstance(cc, tuple) and len(cc) == 2
+                                   and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in cc)):
+            raise TypeError(f"compute_capability must be None or a (major, minor) tuple of ints; got {cc!r:.40}")
 
 
 def _cuda_driver_loads() -> str | None:

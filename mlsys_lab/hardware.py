@@ -64,7 +64,7 @@ class Hardware:
 
     def peak(self, dtype: str = "fp32") -> float:
         """Peak FLOP/s for ``dtype``."""
-        check_choice("dtype", dtype, self.peak_flop_per_s)
+        check_choice("dtype", dtype, self.peak_flop_per_s, among=f"peak_flop_per_s of {self.name}")
         return self.peak_flop_per_s[dtype]
 
     def ridge_point(self, dtype: str = "fp32") -> float:

@@ -28,9 +28,10 @@ from mlsys_lab.validation import (
 
 Params = dict  # name -> xp array
 GELU_C = math.sqrt(2.0 / math.pi)  # √(2/π), the tanh approximation's constant
+MAX_LR = 10.0  # an optimizer's largest step size: past it every model here diverges to inf, then NaN
 
 
-def init_normal(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> object:
+def init_normal(rng: np.random.Generator, shape: int | tuple[int, ...], std: float) -> object:
     """An ``xp`` float32 array of N(0, std²) samples drawn from a NumPy generator (same on both backends)."""
     check_type("rng", rng, np.random.Generator)
     check_finite("std", std, low=0.0)
@@ -128,7 +129,7 @@ class SGD:
     trainable: tuple[str, ...] | None = None  # None: every name in ``grads``
 
     def __post_init__(self) -> None:
-        check_positive("lr", self.lr)
+        check_number("lr", self.lr, low=0.0, high=MAX_LR, low_inclusive=False)
         _check_trainable(self.trainable)
 
     def step(self, params: Params, grads: Params) -> None:
@@ -164,7 +165,7 @@ class Adam:
     v: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_positive("lr", self.lr)
+        check_number("lr", self.lr, low=0.0, high=MAX_LR, low_inclusive=False)
         _check_trainable(self.trainable)
         for name in ("beta1", "beta2"):
             check_number(name, getattr(self, name), low=0.0, high=1.0, high_inclusive=False)

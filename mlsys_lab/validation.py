@@ -43,7 +43,8 @@ def check_number(
 ) -> float:
     """Return ``value`` as a float in the range, or raise ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(float(value)):
-        raise ValueError(f"{name} must be a number {_range_text(low, high)}; got {value!r}")
+        allowed = "" if low is None and high is None else f" {_range_text(low, high)}"
+        raise ValueError(f"{name} must be a number{allowed}; got {value!r}")
     value = float(value)
     too_low = low is not None and (value < low or (not low_inclusive and value == low))
     too_high = high is not None and (value > high or (not high_inclusive and value == high))
@@ -136,6 +137,18 @@ def check_sequence(name: str, value, *, min_size: int = 0, max_size: int | None 
     return list(value)
 
 
+def check_names(name: str, value, *, min_size: int = 0, max_size: int | None = None) -> list[str]:
+    """A sequence of names (a list or tuple of non-empty str) as a list. A plain str is refused: it is iterable
+    too, and ``for n in names`` would walk its characters ('qv' read as the names 'q' and 'v')."""
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be a list or tuple of names, not a str; got {value!r:.60} (write "
+                        f"[{value!r:.40}] for one name)")
+    items = check_sequence(name, value, min_size=min_size, max_size=max_size)
+    for item in items:
+        check_str(f"each of {name}", item)
+    return items
+
+
 def check_str(name: str, value, *, nonempty: bool = True) -> str:
     """A name, a path, a pattern: a str (non-empty unless ``nonempty=False``), TypeError/ValueError naming ``name``."""
     if not isinstance(value, str):
@@ -163,15 +176,17 @@ def check_index_array(name: str, indices, n: int, *, of_name: str):
     return array
 
 
-def check_choice(name: str, value, choices: Iterable) -> object:
-    """``value`` must be one of ``choices``."""
+def check_choice(name: str, value, choices: Iterable, *, among: str | None = None) -> object:
+    """``value`` must be one of ``choices``; ``among`` names where the choices come from (a config's field:
+    ``among="hardware.peak_flop_per_s"``), so that a config holding the wrong ones is named too."""
     choices = tuple(choices)
     try:  # an array compares element by element, a list is unhashable: neither is one of the choices
         found = (not hasattr(value, "ndim") or value.ndim == 0) and value in choices
     except (TypeError, ValueError):
         found = False
     if not found:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+        where = f" (the keys of {among})" if among else ""
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}{where}; got {value!r}")
     return value
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from mlsys_lab.capstone.model import GPTConfig, ModelOps, gpt_forward, init_theta, loss_and_grad
 from mlsys_lab.capstone.text import corpus, global_batch
+from mlsys_lab.nn import MAX_LR
 from mlsys_lab.validation import (
     check_array,
     check_finite,
@@ -42,7 +43,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         check_type("model", self.model, GPTConfig)
         check_int("batch_size", self.batch_size, low=1, high=1 << 20)
-        check_positive("lr", self.lr)
+        check_number("lr", self.lr, low=0.0, high=MAX_LR, low_inclusive=False)  # past it Adam's loss turns NaN
         check_int("seed", self.seed, low=0)
         check_int("data_seed", self.data_seed, low=0)
 

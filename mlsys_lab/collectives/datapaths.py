@@ -21,8 +21,8 @@ from mlsys_lab.validation import check_choice, check_int, check_type
 def link_ratio(hardware: Hardware, fast: str, slow: str) -> float:
     """How many times faster link ``fast`` is than ``slow`` in a preset (both per direction)."""
     check_type("hardware", hardware, Hardware)
-    check_choice("fast", fast, hardware.interconnect_bytes_per_s)
-    check_choice("slow", slow, hardware.interconnect_bytes_per_s)
+    check_choice("fast", fast, hardware.interconnect_bytes_per_s, among="hardware.interconnect_bytes_per_s")
+    check_choice("slow", slow, hardware.interconnect_bytes_per_s, among="hardware.interconnect_bytes_per_s")
     return hardware.interconnect_bytes_per_s[fast] / hardware.interconnect_bytes_per_s[slow]
 
 

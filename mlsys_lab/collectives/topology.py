@@ -233,8 +233,8 @@ def brute_force_bisection_links(topo: Topology) -> float:
     n, n_switches = topo.n_nodes, topo.n_vertices - topo.n_nodes
     if n > 16 or n_switches > 15:
         raise ValueError(f"brute force is for at most 16 hosts and 15 switches; got {n} and {n_switches}")
-    edges = np.array([(u, v) for u, v, _ in topo.edges])
-    capacity = np.array([c for _, _, c in topo.edges])
+    edges = np.array([(u, v) for u, v, _ in topo.edges], dtype=np.int64).reshape(-1, 2)  # (n_edges, 2), maybe none
+    capacity = np.array([c for _, _, c in topo.edges], dtype=float)
     best = float("inf")
     assignments = list(itertools.product((False, True), repeat=n_switches))
     switch_sides = np.array(assignments, dtype=bool).reshape(len(assignments), n_switches)

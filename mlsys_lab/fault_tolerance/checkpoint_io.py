@@ -27,7 +27,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from mlsys_lab.validation import check_choice, check_int, check_positive
+from mlsys_lab.validation import check_choice, check_int, check_number, check_positive
 
 CHUNK_BYTES = 1 << 20
 ARRAYS = ("w1", "b1", "w2", "b2")
@@ -44,6 +44,15 @@ class TrainConfig:
     batch: int = 32
     lr: float = 1e-2
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        # a small CPU run: sizes bounded so that a typo is refused here, not met as a MemoryError in make_data
+        check_int("n_samples", self.n_samples, low=1, high=1_000_000)
+        check_int("d_in", self.d_in, low=1, high=4096)
+        check_int("width", self.width, low=1, high=4096)
+        check_int("batch", self.batch, low=1, high=self.n_samples)
+        check_number("lr", self.lr, low=0.0, high=10.0, low_inclusive=False)
+        check_int("seed", self.seed, low=0, high=2**32 - 1)
 
 
 def make_data(config: TrainConfig) -> tuple[np.ndarray, np.ndarray]:

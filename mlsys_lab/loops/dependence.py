@@ -20,11 +20,23 @@ import numpy as np
 from mlsys_lab.validation import check_array, check_int, check_sequence
 
 
-def _as_vectors(vectors: Sequence[Sequence[int]], name: str = "vectors") -> np.ndarray:
+def _as_vectors(vectors: Sequence[Sequence[int]], name: str = "vectors", *, dependences: bool = True) -> np.ndarray:
+    """Vectors as an (n_deps, depth) int64 array. ``dependences``: they are a nest's dependences, so none may be
+    lexicographically negative (a sink cannot run before its source); a transformed nest's vectors, which
+    is_legal and parallel_loops judge, may be."""
     array = np.asarray(check_array(name, vectors, kinds="iu", min_size=0), dtype=np.int64)  # distances: integers
     if array.ndim != 2 or array.shape[1] < 1:
         raise ValueError(f"{name} must be a list of equal-length integer tuples (outermost loop first); "
                          f"got shape {array.shape}")
+    if dependences and array.size:
+        nonzero = array != 0
+        first = np.where(nonzero.any(axis=1), nonzero.argmax(axis=1), 0)  # each vector's first non-zero entry
+        negative = np.flatnonzero(array[np.arange(array.shape[0]), first] < 0)
+        if negative.size:
+            i = int(negative[0])
+            raise ValueError(f"{name} must be dependences, each lexicographically positive or zero (its first "
+                             f"non-zero entry > 0: the source runs before the sink); got {tuple(array[i].tolist())} "
+                             f"at index {i}")
     return array
 
 
@@ -38,8 +50,9 @@ def lexicographically_positive(vector: Sequence[int]) -> bool:
 
 
 def is_legal(vectors: Sequence[Sequence[int]]) -> bool:
-    """A schedule is legal when no dependence points backwards (every vector is positive or zero)."""
-    return all(lexicographically_positive(v) or not np.any(v) for v in _as_vectors(vectors))
+    """A schedule is legal when no dependence points backwards (every vector is positive or zero): ``vectors``
+    are a transformed nest's, so a negative one is the answer False, not an error."""
+    return all(lexicographically_positive(v) or not np.any(v) for v in _as_vectors(vectors, dependences=False))
 
 
 def permute(vectors: Sequence[Sequence[int]], order: Sequence[int]) -> np.ndarray:
@@ -92,7 +105,7 @@ def parallel_loops(vectors: Sequence[Sequence[int]]) -> list[int]:
 
     Loop ``d`` carries a dependence when the vector's first non-zero entry sits at depth ``d``.
     """
-    array = _as_vectors(vectors)
+    array = _as_vectors(vectors, dependences=False)  # a transformed nest's vectors too (legal or not)
     carried = set()
     for v in array:
         nonzero = np.flatnonzero(v)

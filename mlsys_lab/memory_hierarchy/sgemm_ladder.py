@@ -86,7 +86,8 @@ def occupancy(registers_per_thread: int, threads_per_block: int, shared_bytes_pe
     warps_by_registers = (limits.registers // limits.sub_partitions // per_warp) * limits.sub_partitions
     shared = -(-(shared_bytes_per_block + limits.reserved_shared_per_block) // limits.shared_unit) * limits.shared_unit
     by = {"warps": limits.max_warps // warps, "blocks": limits.max_blocks,  # ties name the first of these
-          "shared memory": limits.shared_bytes // shared, "registers": warps_by_registers // warps}
+          "shared memory": limits.shared_bytes // shared if shared else limits.max_blocks,  # none taken: no limit
+          "registers": warps_by_registers // warps}
     limiter = min(by, key=by.get)
     blocks = by[limiter]
     return Occupancy(blocks, blocks * warps, blocks * warps / limits.max_warps, limiter)
@@ -97,6 +98,10 @@ def shared_bytes(step: SgemmStep) -> int:
     check_type("step", step, SgemmStep)
     if not step.params:
         return 2 * 32 * 32 * 4 if step.name == "smem" else 0
+    missing = [key for key in ("BM", "BN", "BK") if key not in step.params]
+    if missing:
+        raise ValueError(f"step.params must name the block tile BM, BN, BK (template parameters); "
+                         f"{', '.join(missing)} missing from {dict(step.params)!r:.80}")
     bm, bn, bk = step.tile
     stages = 2 if step.function in ("sgemm_double_buffer", "sgemm_warptile_db") else 1
     return stages * (bm * bk + bk * bn) * 4

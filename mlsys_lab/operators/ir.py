@@ -102,6 +102,18 @@ class Graph:
         for name in ("inputs", "outputs"):
             if not all(isinstance(n, str) for n in check_sequence(name, getattr(self, name))):
                 raise TypeError(f"{name} must be a list of node names (str); got {getattr(self, name)!r:.60}")
+        check_sequence("outputs", self.outputs, min_size=1)  # a graph computes something
+        seen: set[str] = set()  # one pass over the nodes: each reads only what earlier nodes produced
+        for node in self.nodes:
+            missing = next((i for i in node.inputs if i not in seen), None)
+            if missing is not None:
+                raise ValueError(f"nodes must be in execution order, each reading earlier nodes: {node.name} reads "
+                                 f"{missing!r}, which no earlier node produces")
+            seen.add(node.name)
+        for name in ("inputs", "outputs"):
+            missing = next((n for n in getattr(self, name) if n not in seen), None)
+            if missing is not None:
+                raise ValueError(f"{name} must name nodes of the graph; {missing!r} is none of its {len(seen)} nodes")
 
     def node(self, name: str) -> Node:
         for node in self.nodes:

@@ -125,6 +125,12 @@ def match_attention(graph: Graph, node: Node) -> dict | None:
     """
     check_type("graph", graph, Graph)
     check_type("node", node, Node)
+    known = next((n for n in graph.nodes if n.name == node.name), None)
+    if known is None:
+        raise ValueError(f"node must be one of graph's nodes; no node of graph has its name {node.name!r}")
+    if known is not node and (known.op, tuple(known.inputs)) != (node.op, tuple(node.inputs)):
+        raise ValueError(f"node must be one of graph's nodes; its op and inputs {node.op}{tuple(node.inputs)} are not "
+                         f"those of graph's {known.name} = {known.op}{tuple(known.inputs)}")
     users = graph.users()
     if node.op != "matmul":
         return None

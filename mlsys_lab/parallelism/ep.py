@@ -24,7 +24,7 @@ import numpy as np
 from mlsys_lab.backend import asnumpy, xp
 from mlsys_lab.moe.gating import top_k_gating
 from mlsys_lab.parallelism import comm
-from mlsys_lab.parallelism.model import mlp
+from mlsys_lab.parallelism.model import MAX_WIDTH, mlp
 from mlsys_lab.validation import check_array, check_divides, check_int, check_type
 
 
@@ -41,9 +41,10 @@ class MoEConfig:
     top_k: int = 2
 
     def __post_init__(self) -> None:
-        check_int("d_model", self.d_model, low=1)
-        check_int("d_ff", self.d_ff, low=1)
-        check_int("n_experts", self.n_experts, low=1)
+        # a NumPy layer on a CPU: sizes bounded so that a typo is refused here, not met as a MemoryError later
+        check_int("d_model", self.d_model, low=1, high=MAX_WIDTH)
+        check_int("d_ff", self.d_ff, low=1, high=4 * MAX_WIDTH)
+        check_int("n_experts", self.n_experts, low=1, high=1024)
         check_int("top_k", self.top_k, low=1, high=self.n_experts)
 
 

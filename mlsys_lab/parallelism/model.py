@@ -34,6 +34,7 @@ from mlsys_lab.validation import (
 )
 
 EPS = 1e-6
+MAX_WIDTH = 4096  # widest model (d_model) the NumPy blocks accept; the MLP up to 4x that
 
 
 def _check_blocks(name: str, blocks) -> list:
@@ -59,9 +60,10 @@ class BlockConfig:
     d_ff: int = 64
 
     def __post_init__(self) -> None:
-        check_int("d_model", self.d_model, low=1)
+        # a NumPy model on a CPU: widths bounded so that a typo is refused here, not met as a MemoryError later
+        check_int("d_model", self.d_model, low=1, high=MAX_WIDTH)
         check_divides("n_heads", self.n_heads, of_name="d_model", of_value=self.d_model)
-        check_int("d_ff", self.d_ff, low=1)
+        check_int("d_ff", self.d_ff, low=1, high=4 * MAX_WIDTH)
 
     @property
     def head_dim(self) -> int:
@@ -211,6 +213,7 @@ def mlp_backward(dout, cache):
 # --- block, model, loss ----------------------------------------------------------------------
 def block_forward(x, p: dict, head_dim: int):
     """One block on one device. x: (b, s, d) -> (b, s, d)."""
+    check_array("x", x, ndim=3, kinds="f")  # (batch, seq, d_model)
     check_type("p", p, dict)
     check_int("head_dim", head_dim, low=1)
     u1, c_n1 = rms_norm(x, p["g1"])
@@ -235,6 +238,7 @@ def block_backward(dout, cache):
 
 
 def model_forward(x, blocks: list[dict], head_dim: int):
+    check_array("x", x, ndim=3, kinds="f")  # (batch, seq, d_model)
     _check_blocks("blocks", blocks)
     check_int("head_dim", head_dim, low=1)
     caches = []

@@ -253,8 +253,12 @@ def calibrate_efficiency(model: ModelSpec, cluster: ClusterSpec, plan: Plan, glo
     check_type("plan", plan, Plan)
     target = check_finite("measured_flop_per_s_per_gpu", measured_flop_per_s_per_gpu, low=0.0, low_inclusive=False)
     low, high = 1e-4, 1.0
-    if estimate(model, cluster, plan, global_batch, high).flop_per_s_per_gpu < target:
-        raise ValueError("measured_flop_per_s_per_gpu is above what the model allows at efficiency 1")
+    ceiling = estimate(model, cluster, plan, global_batch, high).flop_per_s_per_gpu
+    if ceiling < target:  # name the cluster's numbers: one of them (or the measurement) is off
+        rates = ", ".join(f"{name}={getattr(cluster, name):.3g}" for name in (
+            "peak_flop_per_s", "intra_node_bytes_per_s", "inter_node_bytes_per_s", "latency_s"))
+        raise ValueError(f"measured_flop_per_s_per_gpu={target:.3g} is above the {ceiling:.3g} FLOP/s per GPU that the "
+                         f"model allows at efficiency 1 on this cluster ({rates})")
     for _ in range(60):
         mid = (low + high) / 2
         if estimate(model, cluster, plan, global_batch, mid).flop_per_s_per_gpu < target:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlsys_lab.validation import check_finite, check_int, check_positive, check_sequence, check_type
+from mlsys_lab.validation import check_finite, check_int, check_names, check_positive, check_sequence, check_type
 
 FORWARD_RGB, BACKWARD_RGB, COMM_RGB = (0.27, 0.51, 0.71), (0.90, 0.49, 0.13), (0.58, 0.40, 0.74)
 
@@ -91,6 +91,7 @@ def timeline_summary(events: list[Event], compute_streams: tuple[str, ...] = ("c
     _check_events(events)
     for name, streams in (("compute_streams", compute_streams), ("comm_streams", comm_streams)):
         check_type(name, streams, (list, tuple, set, frozenset))
+        check_names(name, sorted(streams, key=str) if isinstance(streams, (set, frozenset)) else streams)
     t0, t1 = min(e.start for e in events), max(e.end for e in events)
     compute = [(e.start, e.end) for e in events if e.stream in compute_streams]
     comms = [(e.start, e.end) for e in events if e.stream in comm_streams]

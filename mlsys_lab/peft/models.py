@@ -37,6 +37,7 @@ from mlsys_lab.validation import (
     check_finite,
     check_index_array,
     check_int,
+    check_names,
     check_sequence,
     check_type,
 )
@@ -279,6 +280,8 @@ def step_flops(config: TinyConfig, method: str, batch_size: int, rank: int = 4, 
     check_int("batch_size", batch_size, low=1)
     check_int("rank", rank, low=1, high=config.d_model)
     check_int("prefix_len", prefix_len, low=1, high=4096)
+    for target in check_names("lora_targets", lora_targets, min_size=1):  # checked for every method: a typo is one
+        check_choice("lora_targets", target, PROJECTIONS)
     b, t, d, h, c = batch_size, config.seq_len, config.d_model, config.d_hidden, config.n_classes
     n, keys = b * t, t + (prefix_len if method == "prefix" else 0)
     adapted = lora_targets if method == "lora" else ()

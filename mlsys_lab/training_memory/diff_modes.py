@@ -24,9 +24,10 @@ from mlsys_lab.validation import (
     check_finite,
     check_int,
     check_positive,
-    check_sequence,
     check_type,
 )
+
+EXP_MAX = math.log(np.finfo(np.float64).max)  # ≈ 709.78: the largest x whose exp is a finite float64
 
 
 def central_difference(f: Callable[[float], float], x: float, step: float) -> float:
@@ -132,6 +133,8 @@ def dual_sin(x: Dual) -> Dual:
 
 def dual_exp(x: Dual) -> Dual:
     check_type("x", x, Dual)
+    if x.value > EXP_MAX:  # math.exp would raise OverflowError ("math range error"), naming nothing
+        raise ValueError(f"x.value must be <= {EXP_MAX:.2f} (exp of more overflows a float64); got {x.value:g}")
     return Dual(math.exp(x.value), math.exp(x.value) * x.derivative)
 
 
@@ -144,7 +147,7 @@ def dual_tanh(x: Dual) -> Dual:
 def forward_mode_gradient(f: Callable[[list[Dual]], Dual], x: list[float]) -> tuple[list[float], int]:
     """Gradient of f: Rⁿ → R by forward mode: seed one input with ε at a time. Returns (grad, n_passes)."""
     _check_callable("f", f)
-    check_sequence("x", x, min_size=1)
+    check_array("x", x, ndim=1, kinds="fiu", finite=True)  # a point of Rⁿ: one number per input
     grad = []
     for i in range(len(x)):
         seeded = [Dual(float(v), 1.0 if j == i else 0.0) for j, v in enumerate(x)]

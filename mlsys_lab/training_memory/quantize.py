@@ -46,13 +46,19 @@ class Quantized:
     group_size: int  # columns per scale (the row length for per-channel, everything for per-tensor)
 
     def __post_init__(self) -> None:
-        check_array("codes", self.codes, kinds="iu", min_size=0)
-        if np.any(check_array("scales", self.scales, kinds="f", finite=True, min_size=0) < 0):
+        codes = check_array("codes", self.codes, ndim=2, kinds="iu", min_size=0)
+        scales = check_array("scales", self.scales, ndim=2, kinds="f", finite=True, min_size=0)
+        if np.any(scales < 0):
             raise ValueError("scales must be >= 0 (a step size per group)")
-        if self.zero_points is not None:
-            check_array("zero_points", self.zero_points, kinds="fiu", finite=True, min_size=0)
         check_int("bits", self.bits, low=2, high=16)
-        check_int("group_size", self.group_size, low=1)
+        group_size = check_int("group_size", self.group_size, low=1, high=max(1, codes.size))
+        # codes (rows, cols) are read as (scales rows, n_groups, group_size): the three must agree
+        if scales.size * group_size != codes.size or (scales.size and codes.shape[0] % scales.shape[0]):
+            raise ValueError(f"scales must hold one scale per group of group_size={group_size} codes: codes of shape "
+                             f"{codes.shape} need {codes.size // group_size} scale(s) whose rows divide "
+                             f"{codes.shape[0]}; got scales of shape {scales.shape}")
+        if self.zero_points is not None:  # one per scale
+            check_array("zero_points", self.zero_points, kinds="fiu", finite=True, min_size=0, shape=scales.shape)
 
     @property
     def storage_bytes(self) -> float:

@@ -181,7 +181,7 @@ def checkpoint_sweep(model: MLP, x, labels, *, warmup: int = 1, repeat: int = 3)
     _check_batch(model, x, labels)
     check_int("warmup", warmup, low=0, high=1000)
     check_int("repeat", repeat, low=1, high=1000)
-    n = check_int("n_blocks", len(model.blocks), low=1)
+    n = check_int("the number of model.blocks", len(model.blocks), low=1)  # a sweep over segment lengths needs one
     peaks, forwards, seconds = [], [], []
     for k in range(1, n + 1):
         stats = forward_backward(model, x, labels, k)

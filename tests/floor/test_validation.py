@@ -49,3 +49,14 @@ def test_check_divides_lists_divisors():
     with pytest.raises(ValueError, match=r"tp must divide n_heads=12 \(allowed: 1, 2, 3, 4, 6, 12\); got 5"):
         check_divides("tp", 5, of_name="n_heads", of_value=12)
     assert check_divides("tp", 4, of_name="n_heads", of_value=12) == 4
+
+
+def test_check_names_refuses_a_str():
+    """Is one str refused where a sequence of names is expected (iterating it would give its characters)?"""
+    from mlsys_lab.validation import check_names
+
+    assert check_names("targets", ("q", "v")) == ["q", "v"]
+    with pytest.raises(TypeError, match=r"targets must be a list or tuple of names, not a str; got 'qv'"):
+        check_names("targets", "qv")
+    with pytest.raises(TypeError, match="each of targets must be a str"):
+        check_names("targets", ["q", 1])

@@ -26,6 +26,14 @@ _ARRAY = re.compile(r"^(x|y|a|b|w|v|q|k_?|grads?|gradient|weights?|logits|scores
                     r"matrix|m|u|inputs?|targets?|labels|params|dy|dx|out)$")
 
 
+
+def float32_softmax_xent(logits, labels):
+    """A stand-in for the fused loss kernel on a CPU: its contract, float32 (loss, softmax − onehot)."""
+    from mlsys_lab.kernels.training_memory.softmax_xent import softmax_xent_reference
+
+    loss, dlogits = softmax_xent_reference(np.asarray(logits), np.asarray(labels))
+    return loss.astype(np.float32), dlogits.astype(np.float32)
+
 def _table() -> dict[str, typing.Callable[[], dict]]:
     """Hand-written baselines for what the builder cannot guess."""
     routed = np.array([[0, 1], [1, 2], [2, 3], [3, 0], [0, 2], [1, 3]])  # (T=6, k=2) expert indices of 4
@@ -176,6 +184,18 @@ def _typed_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.kernels.memory_hierarchy.flash_attention.attention_reference": qkv,
         "mlsys_lab.kernels.memory_hierarchy.flash_attention.attention_unfused": qkv,
         "mlsys_lab.kernels.roofline.littles_law.chase_reference": lambda: dict(nxt=chase_order(64), steps=10),
+        "mlsys_lab.kernels.moe.permute.moe_permute_reference": lambda: dict(
+            x=np.arange(12, dtype=np.float32).reshape(4, 3), expert=np.array([[0, 1], [0, 2], [0, 1], [1, 0]]),
+            slot=np.array([[0, 1], [1, 0], [-1, -1], [0, -1]]), n_experts=3, capacity=2),
+        "mlsys_lab.kernels.moe.permute.moe_unpermute_reference": lambda: dict(
+            y=np.ones((3, 2, 3), dtype=np.float32), expert=np.array([[0, 1], [0, 2], [0, 1], [1, 0]]),
+            slot=np.array([[0, 1], [1, 0], [-1, -1], [0, -1]]), weight=np.full((4, 2), 0.5, dtype=np.float32)),
+        "mlsys_lab.kernels.moe.permute.moe_permute_bytes": lambda: dict(
+            slot=np.array([[0, 1], [1, 0], [-1, -1], [0, -1]]), n_experts=3, capacity=2, d=3),
+        "mlsys_lab.kernels.moe.permute.moe_unpermute_bytes": lambda: dict(
+            slot=np.array([[0, 1], [1, 0], [-1, -1], [0, -1]]), d=3),
+        "mlsys_lab.kernels.training_memory.softmax_xent.softmax_xent_reference": lambda: dict(
+            logits=np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4), labels=np.array([0, 3, 1], dtype=np.int32)),
         "mlsys_lab.kernels.operators.bias_gelu.bias_gelu_reference": lambda: dict(
             x=np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4), bias=np.full(4, 0.5, dtype=np.float32),
             scale=1.5),
@@ -238,6 +258,7 @@ def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.capstone.model.cross_entropy_with_grad": lambda: dict(
             logits=np.linspace(-2, 2, 12).reshape(3, 4), labels=np.array([0, 3, 1]), label_smoothing=0.1,
             grad_out=np.full(3, 1 / 3)),
+        "mlsys_lab.capstone.gpu_loss.kernel_cross_entropy": lambda: dict(launcher=float32_softmax_xent),
         "mlsys_lab.capstone.model.layer_norm_grad": lambda: dict(x=np.linspace(-2, 2, 12).reshape(3, 4),
                                                                  grad_out=np.linspace(1, -1, 12).reshape(3, 4)),
         "mlsys_lab.capstone.text.global_batch": lambda: dict(tokens=corpus().tokens[:1000], step=3, batch_size=2,

@@ -3,15 +3,20 @@
 Every public function and dataclass of ``mlsys_lab`` (less the exclusions of :data:`EXCLUDED_BY_CATEGORY` and
 :data:`EXCLUDED_MODULES_BY_CATEGORY`, each with its reason) gets one
 *baseline* call that works (:mod:`fuzz.baselines`). Each parameter in turn is then replaced by bad and edge
-values, fixed ones and a few of a pool Hypothesis generates (:mod:`fuzz.values`), and each call is judged:
+values, fixed ones, typed ones made from its baseline value and a few of a pool Hypothesis generates
+(:mod:`fuzz.values`); a parameter whose baseline is a config (a dataclass instance) then gets configs with one field
+broken at a time (recorded as ``parameter.field``). Each call is judged:
 
 =========  =================================================================================================
-clear      ValueError/TypeError whose message names the parameter that was replaced
+clear      ValueError/TypeError whose message names the parameter that was replaced (the field, for a config
+           with a broken field)
 correct    a result that looks sensible: finite where the baseline was finite, not negative where the
            baseline was not, of the baseline's kind, for a value of the annotated type
 unclear    any other exception, or a ValueError/TypeError that names another parameter
-silent     a result for a meaningless input: NaN/inf, a negative number, another kind of result, or an
-           argument of the wrong type (a float for an int, a string for a number) taken without complaint
+silent     a result for a meaningless input: NaN/inf, a negative number, another kind of result, an argument
+           of the wrong type (a float for an int, a string for a number or for a sequence of names, a mapping
+           for a number, garbage for a config) taken without complaint, or a value no answer can make right
+           (:data:`fuzz.values.MUST_REFUSE`: lexicographically negative dependence vectors)
 hang       the call ran longer than :data:`TIME_LIMIT_S` (interrupted by ``signal.setitimer``)
 =========  =================================================================================================
 """
@@ -37,10 +42,11 @@ import time
 import types
 import typing
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 
 import numpy as np
-from fuzz.values import FIXED_BAD, generated_for, generated_pool
+from fuzz.values import FIXED_BAD, MUST_REFUSE, broken_fields, generated_for, generated_pool, typed_bad
 
 import mlsys_lab
 
@@ -65,6 +71,8 @@ EXCLUDED_MODULES_BY_CATEGORY: dict[str, dict[str, str]] = {
         "mlsys_lab.widgets": "draws figures; explorers show the library's messages (issue #19, part 3)",
         "mlsys_lab.exercises": "checks of a learner's functions, not the library's API",
         "mlsys_lab.tracebacks": "reads an exception's traceback for a check's message (tests/floor/test_tracebacks.py)",
+        "mlsys_lab.argument_changes": "a check's machinery: snapshots the arrays a check passed a learner's function "
+                                      "and names the ones changed in place (its doctest)",
     },
     PROCESSES: {
         "mlsys_lab.course": "instructor tools that read and write notebooks and run processes",
@@ -117,7 +125,9 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
             "roofline.littles_law.ffma_chains", "roofline.littles_law.mma_chains",
             "roofline.littles_law.pointer_chase", "roofline.littles_law.read_inflight",
             "training_memory.int8_matmul.int8_weight_matmul", "memory_hierarchy.bf16_gemm.tensor_map",
-            "operators.bias_gelu.bias_gelu", "roofline.reduce.sum_atomic")},
+            "operators.bias_gelu.bias_gelu", "training_memory.softmax_xent.softmax_xent_on_gpu",
+            "roofline.reduce.sum_atomic", "moe.permute.moe_permute",
+            "moe.permute.moe_unpermute")},
         _KERNELS + "learner.compile_learner_kernel": "compiles a learner's CUDA source with NVRTC (GPUUnavailable on "
                                                      "a CPU)",
         **{_KERNELS + name: "compiles a CUDA kernel through the loader (GPUUnavailable on a CPU)" for name in (
@@ -162,7 +172,7 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
                                          "fine)"
         for check in ("check_int", "check_number", "check_positive", "check_finite", "check_bool", "check_type",
                       "check_array", "check_index_array", "check_choice", "check_divisible", "check_divides",
-                      "check_sequence", "check_str")},
+                      "check_sequence", "check_str", "check_names")},
 }
 EXCLUDED_BY_CATEGORY[ARGUMENT_CHECK]["mlsys_lab.records.check_name"] = \
     EXCLUDED_BY_CATEGORY[ARGUMENT_CHECK]["mlsys_lab.validation.check_int"]
@@ -333,13 +343,41 @@ def _kind(result) -> str:
     return type(result).__name__
 
 
+_MAPPINGS = (dict, Mapping, typing.Mapping)
+_SEQUENCES = (list, tuple, Sequence, typing.Sequence)
+
+
 def _matches(value, hint) -> bool:
-    """Does ``value`` have the annotated type? True when the annotation is one this check cannot judge."""
+    """Does ``value`` have the annotated type? True when the annotation is one this check cannot judge.
+
+    Containers are judged by their first few items (a mapping for ``dict[str, float]``, a list or tuple and never a
+    str for ``Sequence[str]``), a library class (a config) by isinstance."""
     if hint is inspect.Parameter.empty or hint is typing.Any:
         return True
-    origin = typing.get_origin(hint)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, h) for h in typing.get_args(hint))
+        return any(_matches(value, h) for h in args)
+    if hint in _MAPPINGS or origin in _MAPPINGS:
+        return isinstance(value, Mapping) and (len(args) != 2 or all(
+            _matches(k, args[0]) and _matches(v, args[1]) for k, v in list(value.items())[:8]))
+    if hint in _SEQUENCES or origin in _SEQUENCES:
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple, range, np.ndarray)):
+            return False
+        if not args or not isinstance(value, (list, tuple)):
+            return True
+        items = list(value)[:8]
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            return len(value) == len(args) and all(_matches(v, h) for v, h in zip(value, args, strict=False))
+        return all(_matches(v, args[0]) for v in items)
+    if hint in (Iterable, typing.Iterable) or origin in (Iterable, typing.Iterable):
+        return not isinstance(value, (str, bytes))
+    if hint is np.ndarray:
+        return not isinstance(value, (str, bytes, Mapping)) and value is not None
+    if inspect.isclass(hint) and hint.__module__.startswith("mlsys_lab"):
+        try:
+            return isinstance(value, hint)
+        except TypeError:  # a Protocol that is not runtime-checkable
+            return True
     if hint is type(None):
         return value is None
     if hint is int:
@@ -358,15 +396,19 @@ def names_parameter(message: str, parameter: str) -> bool:
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(parameter)}(?![A-Za-z0-9_])", message) is not None
 
 
-def classify(status: str, outcome, parameter: str, value, hint, baseline) -> tuple[str, str]:
-    """(class, detail) of one call: clear / correct / unclear / silent / hang."""
+def classify(status: str, outcome, parameter: str, value, hint, baseline, label: str = "") -> tuple[str, str]:
+    """(class, detail) of one call: clear / correct / unclear / silent / hang. For a config with a broken field
+    (``parameter`` is ``config.field``, ``value`` and ``hint`` the field's), an error naming the field is clear."""
     if status == "hang":
         return "hang", f"> {TIME_LIMIT_S} s"
     if status == "raised":
         text = f"{type(outcome).__name__}: {str(outcome)[:160]}"
-        if isinstance(outcome, (ValueError, TypeError)) and names_parameter(str(outcome), parameter):
+        named = {parameter, parameter.rsplit(".", 1)[-1]}
+        if isinstance(outcome, (ValueError, TypeError)) and any(names_parameter(str(outcome), n) for n in named):
             return "clear", text
         return "unclear", text
+    if label in MUST_REFUSE:
+        return "silent", f"took {label}"
     if not _matches(value, hint):
         return "silent", f"took {value!r:.40} for a {getattr(hint, '__name__', hint)}"
     vectorized = isinstance(value, (np.ndarray, list)) and _kind(outcome) == "ndarray" and _kind(baseline) == "number"
@@ -415,28 +457,45 @@ def fuzz_target(target, baseline_kwargs: dict, baseline_result) -> list[tuple[st
     start = time.perf_counter()
     hung: set[str] = set()
 
-    def probe(parameter: str, label: str, value) -> None:
+    def probe(parameter: str, label: str, value, field=None) -> None:
         # one hang of a parameter is enough evidence; past the target's budget the remaining calls are skipped
         if parameter in hung or time.perf_counter() - start > TARGET_BUDGET_S:
             records.append((parameter, label, "skipped", "budget spent" if parameter not in hung else "hung"))
             return
         kwargs = copy_kwargs(baseline_kwargs)
-        kwargs[parameter] = value
+        if field is None:
+            kwargs[parameter] = value
+            judged, hint = value, hints.get(parameter, inspect.Parameter.empty)
+        else:  # a config with one broken field: judged by the field's value and annotation
+            config_name, field_name = parameter.split(".", 1)
+            kwargs[config_name] = value
+            judged, hint = field
         status, outcome = timed_call(target, kwargs)
-        cls, detail = classify(status, outcome, parameter, value, hints.get(parameter, inspect.Parameter.empty),
-                               baseline_result)
+        cls, detail = classify(status, outcome, parameter, judged, hint, baseline_result, label)
         records.append((parameter, label, cls, detail))
         if cls == "hang":
             hung.add(parameter)
 
     name = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
     for p in parameters(target):
-        for label, value in FIXED_BAD:
+        typed = typed_bad(p.name, baseline_kwargs.get(p.name, p.default), hints.get(p.name))
+        for label, value in FIXED_BAD + typed:
             probe(p.name, label, copy.deepcopy(value))
         if any(r[0] == p.name and r[2] in ("unclear", "silent", "hang") for r in records):
             continue  # the pair already fails: more values would not change its verdict
         for label, value in generated_for(name, p.name):
             probe(p.name, label, copy.deepcopy(value))
+    for p in parameters(target):  # configs with one broken field: what the config's own checks let through
+        config = baseline_kwargs.get(p.name, p.default)
+        if not dataclasses.is_dataclass(config) or isinstance(config, type):
+            continue
+        field_hints = hints_of(type(config))
+        for field_name, label, value in broken_fields(config):
+            status, broken = timed_call(lambda c=config, f=field_name, v=value: dataclasses.replace(c, **{f: v}), {})
+            if status != "ok":  # the config refuses it (or hangs): the fuzz of its own constructor judges that
+                continue
+            probe(f"{p.name}.{field_name}", label, broken,
+                  field=(value, field_hints.get(field_name, inspect.Parameter.empty)))
     return records
 
 

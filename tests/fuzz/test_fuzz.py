@@ -17,6 +17,7 @@ import math
 import time
 from collections import Counter
 
+import numpy as np
 from fuzz import harness
 from fuzz.allowlist import ALLOWED
 from fuzz.baselines import Builder
@@ -47,6 +48,25 @@ def test_classifier_tells_the_five_outcomes_apart():
         assert judge("scale", -1.0) == "unclear"  # ValueError: math domain error
         assert judge("scale", math.inf) == "hang"
         assert judge("scale", math.nan) == "silent"
+
+
+def test_classifier_judges_typed_values_and_broken_config_fields():
+    """Is a str for a sequence of names, a mapping for a number or a negative dependence taken 'silent', and an
+    error naming a config's field 'clear'?"""
+    from typing import Sequence
+
+    from fuzz.values import NEGATIVE_VECTORS, typed_bad
+
+    assert harness.classify("ok", 3, "names", "qv", Sequence[str], 2)[0] == "silent"
+    assert harness.classify("ok", 3, "n", {"a": 1}, int, 2)[0] == "silent"
+    assert harness.classify("ok", True, "vectors", [(-1, 1)], None, True, NEGATIVE_VECTORS)[0] == "silent"
+    error = ValueError("d_model must be an integer between 1 and 4096; got 1099511627776")
+    assert harness.classify("raised", error, "cfg.d_model", 2**40, int, 2)[0] == "clear"
+    assert harness.classify("raised", ValueError("cfg must be a BlockConfig"), "cfg.d_model", 2**40, int, 2)[0] \
+        == "unclear"
+    labels = [label for label, _ in typed_bad("vectors", [(1, -1)], None)]
+    assert NEGATIVE_VECTORS in labels and "extra leading dimension (2, 2, 3)" in \
+        [label for label, _ in typed_bad("x", np.ones((2, 3)), None)]
 
 
 def test_every_public_function_rejects_bad_input_clearly():

@@ -45,3 +45,13 @@ def test_bad_vectors_give_named_errors():
         dependence.permute([(1, 0)], (0, 0))
     with pytest.raises(ValueError, match="factor"):
         dependence.skew([(1, 0)], -1)
+
+
+def test_a_lexicographically_negative_dependence_is_refused():
+    """Is a dependence whose sink runs before its source refused, while a transformed nest may hold one?"""
+    for call in (lambda v: dependence.permute(v, (1, 0)), dependence.legal_orders, dependence.tiling_legal,
+                 lambda v: dependence.skew(v, 1), lambda v: dependence.apply_transformation(v, [(0, 1), (1, 0)])):
+        with pytest.raises(ValueError, match=r"vectors must be dependences.*\(0, -1\) at index 1"):
+            call([(1, -1), (0, -1)])
+    assert not dependence.is_legal([(-1, 1)])  # a transformed nest's vector: the answer, not an error
+    assert dependence.parallel_loops([(-1, 1)]) == [1]

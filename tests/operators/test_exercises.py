@@ -38,7 +38,7 @@ def test_checks_accept_the_reference_and_reject_wrong_answers(capsys):
     assert verdict(capsys, check_can_fuse, ignores_readers).startswith("✗ can_fuse")
     assert (
         verdict(capsys, check_assign_offsets, lambda ivs: plan_greedy_by_size(ivs, alignment=1))
-        == "✓ assign_offsets: 16/16 cases"  # 5 fixed tables + 8 random tables + 3 random programs
+        == "✓ assign_offsets: 17/17 cases"  # 6 fixed tables + 8 random tables + 3 random programs
     )
     assert "live together" in verdict(capsys, check_assign_offsets, lambda ivs: {iv.name: 0 for iv in ivs})
 
