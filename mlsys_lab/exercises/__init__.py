@@ -41,6 +41,14 @@ from mlsys_lab import argument_changes, pieces
 from mlsys_lab.tracebacks import learner_line
 
 PASS, FAIL, TODO = "✓", "✗", "…"
+# Exercises that transcribe a formula of their lesson: short warm-ups before the mechanisms the lesson builds, marked
+# "(warm-up)" in their prompt and not counted among its builds (tests/course/test_exercise_standard.py). Every other
+# exercise builds the mechanism it is about (a pass, a kernel, a schedule, a collective, a writer) and runs it.
+WARM_UPS = frozenset({
+    "tensor_bytes", "add_intensity",  # 00, the course's first two exercises
+    "matmul_intensity", "training_bytes", "quantize_groupwise", "allreduce_time", "zero_memory",
+    "microbatches_for_bubble", "checkpoint_interval", "goodput", "lora_forward", "lora_merge", "lora_param_count",
+})
 # Where a verdict goes besides the printed line: the grader sets it (in its own process and thread)
 # to keep the Verdict object itself, so that no printed text is ever what decides a grade.
 VERDICT_SINK: ContextVar[Callable[[Verdict], None] | None] = ContextVar("VERDICT_SINK", default=None)

@@ -24,6 +24,7 @@ from catalogue import MIN_WRONG
 
 from mlsys_lab.course.checks import lessons
 from mlsys_lab.course.notebook_cells import find_exercises
+from mlsys_lab.exercises import WARM_UPS
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = {p.stem.split("_", 1)[1]: p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
@@ -31,6 +32,8 @@ CATALOGUES_IN_PROGRESS: set[str] = set()
 PROMPTS_IN_PROGRESS: set[str] = set()
 HINT = re.compile(r"<summary>\s*Hint ([123])\b")
 EXAMPLE = re.compile(r"\b(example|for instance|e\.g\.)|>>>", re.IGNORECASE)
+WARM_UP_MARK = re.compile(r"\(warm-up\)|\*\*\d+\.\d+ Warm-up: ")
+MIN_BUILDS = 3  # build exercises per lesson, 01 to 11 (00 is warm-ups, the capstone builds on the others)
 
 
 def lesson_param(slug: str, in_progress: set[str]):
@@ -40,10 +43,10 @@ def lesson_param(slug: str, in_progress: set[str]):
 
 
 def catalogues_of(slug: str) -> dict:
-    """The catalogues of a lesson: ``test_exercise_catalogue.py``, and ``test_cuda_exercise_catalogue.py`` for its
-    kernels in CUDA C (run where a GPU answers)."""
+    """The catalogues of a lesson: ``test_exercise_catalogue.py``, and ``test_cuda_*catalogue.py`` for its kernels
+    in CUDA C (run where a GPU answers)."""
     found = {}
-    for path in sorted((ROOT / "tests" / slug).glob("test_*exercise_catalogue.py")):
+    for path in sorted((ROOT / "tests" / slug).glob("test_*catalogue.py")):
         spec = importlib.util.spec_from_file_location(f"catalogue_of_{slug}_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -76,3 +79,25 @@ def test_every_exercise_has_an_example_and_three_hints(slug):
         if not EXAMPLE.search(prompt):
             problems.append(f"{exercise.name}: no worked example in the prompt")
     assert not problems, "\n".join(problems)
+
+
+def prompt_of(nb, exercise) -> str:
+    """The markdown cells just above an exercise's cell: its prompt, worked example and hints."""
+    start = exercise.exercise_cell
+    while start > 0 and nb.cells[start - 1].cell_type == "markdown":
+        start -= 1
+    return "\n".join(nb.cells[i].source for i in range(start, exercise.exercise_cell))
+
+
+@pytest.mark.parametrize("slug", list(NOTEBOOKS))
+def test_warm_ups_are_marked_and_every_lesson_builds(slug):
+    """A warm-up (a formula transcribed) says so in its prompt, a build does not; lessons 01-11 build at least
+    three mechanisms each beside their warm-ups."""
+    nb = nbformat.read(NOTEBOOKS[slug], as_version=4)
+    exercises = find_exercises(nb)
+    wrong = [f"{e.name}: {'not marked (warm-up)' if e.name in WARM_UPS else 'marked a warm-up, but is a build'}"
+             for e in exercises if bool(WARM_UP_MARK.search(prompt_of(nb, e))) != (e.name in WARM_UPS)]
+    assert not wrong, "\n".join(wrong)
+    builds = [e.name for e in exercises if e.name not in WARM_UPS]
+    if slug not in ("start_here", "capstone"):
+        assert len(builds) >= MIN_BUILDS, f"{slug} builds only {builds}"
