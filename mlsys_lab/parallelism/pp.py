@@ -126,28 +126,74 @@ def simulate_ops(orders: list[list[Op]], n_chunks: int = 1, forward_s: float = 1
                             f"{type(order).__name__} {order!r:.60}")
     p = check_int("len(orders)", len(orders), low=1)
     last = p * v - 1
-    done: dict[tuple[str, int, int], float] = {}
+
+    def step_of(d: int, op: Op) -> PipelineStep:
+        k = op.chunk * p + d  # the virtual stage
+        if op.kind == "F":
+            needs = ("F", op.microbatch, k - 1) if k > 0 else None
+        else:
+            needs = ("B", op.microbatch, k + 1) if k < last else ("F", op.microbatch, k)
+        return PipelineStep((op.kind, op.microbatch, k), needs, tf if op.kind == "F" else tb,
+                            p2p_s if needs is not None and needs[2] != k else 0.0,
+                            f"{op.kind}{op.microbatch}.{op.chunk}", "forward" if op.kind == "F" else "backward",
+                            op.microbatch, op.chunk)
+
+    return run_orders(orders, step_of)
+
+
+@dataclass(frozen=True)
+class PipelineStep:
+    """What one op of a pipeline's op lists does: it completes ``key``, waits for ``needs`` (plus ``delay``, a
+    point-to-point transfer), runs ``seconds``, and is drawn as an :class:`Event` with the rest."""
+
+    key: tuple
+    needs: tuple | None
+    seconds: float
+    delay: float
+    label: str
+    kind: str
+    microbatch: int
+    chunk: int = 0
+
+    def __post_init__(self) -> None:
+        check_type("key", self.key, tuple)
+        if self.needs is not None:
+            check_type("needs", self.needs, tuple)
+        check_finite("seconds", self.seconds, low=0.0)
+        check_finite("delay", self.delay, low=0.0)
+        check_type("label", self.label, str)
+        check_type("kind", self.kind, str)
+        check_int("microbatch", self.microbatch, low=0)
+        check_int("chunk", self.chunk, low=0)
+
+
+def run_orders(orders, step_of) -> list[Event]:
+    """The event loop of every pipeline simulator: each device runs its op list in order; an op starts when its
+    device is free and the op it needs has ended (``step_of(d, op)`` -> :class:`PipelineStep`, the schedule's
+    dependency rules). One :class:`Event` per op on stream "stage d"; an op that waits for one that can never run
+    raises ``RuntimeError`` (the schedule deadlocks)."""
+    check_type("orders", orders, (list, tuple))
+    if not all(isinstance(order, (list, tuple)) for order in orders):
+        raise TypeError(f"orders must be one list of ops per device; got {orders!r:.60}")
+    if not callable(step_of):
+        raise TypeError(f"step_of must be a function (device, op) -> PipelineStep; got {type(step_of).__name__}")
+    p = len(orders)
+    done: dict[tuple, float] = {}
     nxt, free, events = [0] * p, [0.0] * p, []
     while any(nxt[d] < len(orders[d]) for d in range(p)):
         progressed = False
         for d in range(p):
             while nxt[d] < len(orders[d]):
-                op = orders[d][nxt[d]]
-                k = op.chunk * p + d
-                if op.kind == "F":
-                    dep = ("F", op.microbatch, k - 1) if k > 0 else None
-                else:
-                    dep = ("B", op.microbatch, k + 1) if k < last else ("F", op.microbatch, k)
-                if dep is not None and dep not in done:
+                step = step_of(d, orders[d][nxt[d]])
+                if not isinstance(step, PipelineStep):
+                    raise TypeError(f"step_of must return a PipelineStep; got {type(step).__name__}")
+                if step.needs is not None and step.needs not in done:
                     break
-                ready = 0.0 if dep is None else done[dep] + (p2p_s if dep[2] != k else 0.0)
-                start = max(free[d], ready)
-                end = start + (tf if op.kind == "F" else tb)
-                done[(op.kind, op.microbatch, k)] = end
-                events.append(Event(f"stage {d}", start, end, f"{op.kind}{op.microbatch}.{op.chunk}",
-                                    "forward" if op.kind == "F" else "backward", op.microbatch, op.chunk))
-                free[d], nxt[d] = end, nxt[d] + 1
-                progressed = True
+                start = max(free[d], 0.0 if step.needs is None else done[step.needs] + step.delay)
+                end = start + step.seconds
+                done[step.key] = end
+                events.append(Event(f"stage {d}", start, end, step.label, step.kind, step.microbatch, step.chunk))
+                free[d], nxt[d], progressed = end, nxt[d] + 1, True
         if not progressed:
             raise RuntimeError("the schedule deadlocked: an op waits for one that can never run")
     return events

@@ -20,6 +20,7 @@ dependencies of the pipeline, on p simulated stages (1F1B is the same simulator 
 
 from __future__ import annotations
 
+from mlsys_lab.parallelism.pp import PipelineStep, run_orders
 from mlsys_lab.parallelism.timeline import Event
 from mlsys_lab.validation import check_finite, check_int, check_type
 
@@ -60,24 +61,13 @@ def simulate_fbw(orders: list[list[tuple[str, int]]], forward_s: float = 1.0, in
     for order in orders:
         _check_ops("orders[d]", order)
     check_int("the number of ops", sum(len(order) for order in orders), high=MAX_OPS)
-    done: dict[tuple[str, int, int], float] = {}
-    nxt, free, events = [0] * p, [0.0] * p, []
-    while any(nxt[d] < len(orders[d]) for d in range(p)):
-        progressed = False
-        for d in range(p):
-            while nxt[d] < len(orders[d]):
-                kind, mb = orders[d][nxt[d]]
-                dep = _dependency(kind, int(mb), d, p)
-                if dep is not None and dep not in done:
-                    break
-                start = max(free[d], done[dep] if dep else 0.0)
-                end = start + times[kind]
-                done[(kind, int(mb), d)] = end
-                events.append(Event(f"stage {d}", start, end, f"{kind}{mb}", KINDS[kind], int(mb)))
-                free[d], nxt[d], progressed = end, nxt[d] + 1, True
-        if not progressed:
-            raise RuntimeError("the schedule deadlocked: an op waits for one that can never run")
-    return events
+
+    def step_of(d: int, op: tuple[str, int]) -> PipelineStep:
+        kind, mb = op[0], int(op[1])
+        return PipelineStep((kind, mb, d), _dependency(kind, mb, d, p), times[kind], 0.0, f"{kind}{op[1]}",
+                            KINDS[kind], mb)
+
+    return run_orders(orders, step_of)
 
 
 def zb_h1_orders(n_stages: int, n_microbatches: int) -> list[list[tuple[str, int]]]:

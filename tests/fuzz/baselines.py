@@ -27,6 +27,16 @@ _ARRAY = re.compile(r"^(x|y|a|b|w|v|q|k_?|grads?|gradient|weights?|logits|scores
 
 
 
+
+def two_stage_step(d, op):
+    """A pipeline's dependency rule for two stages of (kind, micro-batch) ops: F after the previous stage's F, B
+    after the next stage's B (or this stage's F at the last stage)."""
+    from mlsys_lab.parallelism.pp import PipelineStep
+
+    kind, mb = op
+    needs = (("F", mb, d - 1) if d else None) if kind == "F" else (("B", mb, d + 1) if d < 1 else ("F", mb, d))
+    return PipelineStep((kind, mb, d), needs, 1.0 if kind == "F" else 2.0, 0.0, f"{kind}{mb}", kind, mb)
+
 def float32_softmax_xent(logits, labels):
     """A stand-in for the fused loss kernel on a CPU: its contract, float32 (loss, softmax − onehot)."""
     from mlsys_lab.kernels.training_memory.softmax_xent import softmax_xent_reference
@@ -723,6 +733,10 @@ def _object_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.parallelism.zero.zero_adam_step": lambda: dict(
             zip(("x", "target"), xt(), strict=True), blocks=blocks(), head_dim=cfg.head_dim, n_ranks=2, stage=2),
         "mlsys_lab.parallelism.zero_bubble.simulate_fbw": lambda: dict(orders=zb_h1_orders(2, 3)),
+        "mlsys_lab.parallelism.pp.run_orders": lambda: dict(orders=[[("F", 0), ("B", 0)], [("F", 0), ("B", 0)]],
+                                                            step_of=two_stage_step),
+        "mlsys_lab.parallelism.pp.PipelineStep": lambda: dict(key=("F", 0, 0), needs=None, seconds=1.0, delay=0.0,
+                                                              label="F0", kind="forward", microbatch=0),
         # peft
         "mlsys_lab.peft.accounting.base_bits_per_param": lambda: dict(quantization="nf4+dq"),
         "mlsys_lab.peft.accounting.lora_params_for_model": lambda: dict(model=LLAMA_7B, rank=4, targets=("q", "v")),
