@@ -15,7 +15,7 @@ The kernels the lesson measures (one module per memory space, fused kernels, the
 :mod:`mlsys_lab.kernels.memory_hierarchy`; the recorded H200 run is ``records.load("memory_h200")``.
 """
 
-from mlsys_lab.memory_hierarchy.sgemm_ladder import Occupancy, ladder_evidence, occupancy, shared_requests
+from mlsys_lab.memory_hierarchy.sgemm_ladder import ladder_evidence, shared_requests
 from mlsys_lab.memory_hierarchy.simt import (
     SPACES,
     WarpAccess,
@@ -34,6 +34,7 @@ from mlsys_lab.memory_hierarchy.simt import (
 )
 from mlsys_lab.memory_hierarchy.tensor_cores import KernelRow, attention_rows, gemm_bank_passes, gemm_ladder
 from mlsys_lab.memory_hierarchy.warp_sim import GlobalArray, SharedArray, launch, run_reduce, run_transpose
+from mlsys_lab.occupancy import Occupancy, occupancy
 
 __all__ = [
     "sectors_per_request", "coalescing_efficiency", "strided_addresses", "strided_sectors", "strided_copy_bytes",

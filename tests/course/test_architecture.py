@@ -19,7 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "mlsys_lab"
-FLOOR = {"backend", "timing", "hardware", "validation", "units", "records", "nn", "mpi", "cpu", "tracebacks"}
+FLOOR = {"backend", "timing", "hardware", "validation", "units", "records", "nn", "mpi", "cpu", "tracebacks", "pieces",
+         "argument_changes", "occupancy"}
 TOOLS = {"widgets", "exercises", "course"}
 SLUGS = sorted(p.stem.split("_", 1)[1] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 MAX_LINES = 400

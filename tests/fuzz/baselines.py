@@ -83,8 +83,9 @@ def _typed_table() -> dict[str, typing.Callable[[], dict]]:
     from mlsys_lab.collectives.simulate import ring_allreduce, ring_state
     from mlsys_lab.hardware import H200
     from mlsys_lab.kernels.roofline.littles_law import chase_order
-    from mlsys_lab.memory_hierarchy.sgemm_ladder import occupancy, shared_requests
+    from mlsys_lab.memory_hierarchy.sgemm_ladder import shared_requests
     from mlsys_lab.memory_hierarchy.simt import SPACES
+    from mlsys_lab.occupancy import occupancy
     from mlsys_lab.operators.cost import matmul_cost
     from mlsys_lab.operators.functional import relu, softmax
     from mlsys_lab.operators.ir import trace
@@ -109,7 +110,10 @@ def _typed_table() -> dict[str, typing.Callable[[], dict]]:
     return {
         # a 64 KiB copy (the default 64 MiB makes every call ~0.1 s, and the target's budget runs out)
         "mlsys_lab.collectives.datapaths.measure_host_copy": lambda: dict(n_bytes=2**16),
-        "mlsys_lab.memory_hierarchy.sgemm_ladder.Occupancy": lambda: _fields(
+        "mlsys_lab.occupancy.limits_of": lambda: dict(attributes={
+            "MaxRegistersPerMultiprocessor": 65536, "MaxSharedMemoryPerMultiprocessor": 233472,
+            "MaxThreadsPerMultiProcessor": 2048, "MaxBlocksPerMultiprocessor": 32}),
+        "mlsys_lab.occupancy.Occupancy": lambda: _fields(
             occupancy(64, 128, 16384), "blocks_per_sm", "warps_per_sm", "fraction", "limited_by"),
         "mlsys_lab.memory_hierarchy.sgemm_ladder.StepEvidence": lambda: dict(
             step="smem", registers=64, threads=1024, shared_bytes=8192, occupancy=occupancy(64, 1024, 8192),

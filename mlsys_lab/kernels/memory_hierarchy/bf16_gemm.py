@@ -31,6 +31,7 @@ import numpy as np
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.launch import PackedLaunch
+from mlsys_lab.occupancy import limits_of, occupancy
 from mlsys_lab.validation import check_array, check_bool, check_choice, check_int, check_type
 
 SOURCE = "memory_hierarchy/bf16_gemm.cu"
@@ -232,18 +233,16 @@ def bf16_gemm(a, b, step: str | Bf16Step = "pipeline", out=None):
 
 
 def blocks_per_sm(fn, threads: int, dynamic_smem_bytes: int) -> int:
-    """Resident blocks of ``fn`` per SM: the driver's occupancy calculator, or the register, shared-memory and
-    thread limits of one SM when this CuPy does not expose it."""
+    """Resident blocks of ``fn`` per SM: the driver's occupancy calculator, or the course's
+    (:func:`mlsys_lab.occupancy.occupancy`, with this GPU's limits) when this CuPy does not expose it."""
     xp = backend.xp
     try:
         return int(xp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads,
                                                                             dynamic_smem_bytes))
-    except Exception:  # estimate: registers are allocated per warp in units of 256
-        dev, attrs = xp.cuda.Device().attributes, fn.attributes
-        regs_per_warp = -(-attrs["num_regs"] * 32 // 256) * 256
-        return min(dev["MaxRegistersPerMultiprocessor"] // (regs_per_warp * (threads // 32)),
-                   dev["MaxSharedMemoryPerMultiprocessor"] // max(attrs["shared_size_bytes"] + dynamic_smem_bytes, 1),
-                   dev["MaxThreadsPerMultiProcessor"] // threads)
+    except Exception:  # the same rules, computed here
+        attrs = fn.attributes
+        return occupancy(max(int(attrs["num_regs"]), 1), threads, attrs["shared_size_bytes"] + dynamic_smem_bytes,
+                         limits_of(xp.cuda.Device().attributes)).blocks_per_sm
 
 
 def occupancy_record(fn, threads: int, dynamic_smem_bytes: int) -> dict:
