@@ -142,6 +142,9 @@ if a.size == 0:
 kernel(((cols + 31) // 32, (rows + 31) // 32), (32, 8), (a, out, np.int32(rows), np.int32(cols)))
 return out
 """)],
+    "softmax_rows_cuda": [Completion(block=0), Completion(block=1)],
+    "sgemm_tiled_cuda": [Completion(block=0), Completion(block=1)],
+    "bf16_mma_cuda": [Completion(block=0), Completion(block=1)],
     "transpose_tiled": Completion(fills=("(by * 32 + r) * n_cols + bx * 32 + lane",
                                          "(bx * 32 + r) * n_rows + by * 32 + lane")),
     "block_sum": Completion(fills=("partial[t] + partial[t + s]",), before="lane = np.arange(32)\n"),
@@ -158,6 +161,7 @@ return out
     "loss_scaling": Completion(after='return {"weights": w, "scales": scales, "skipped": skipped}\n'),
     "checkpoint_plan": Completion(fills=("plan[-1] > 0", "plan.append(prev[plan[-1]])")),
     "softmax_cross_entropy": Completion(fills=("grad_out[:, None]",)),
+    "softmax_xent_cuda": [Completion(block=0), Completion(block=1)],
     # 07 · collectives
     "ring_allreduce": Completion(fills=("[(r, (r + 1) % p, chunks[r][(r + 1 - step) % p]) for r in range(p)]",
                                         "chunks[dst][(src + 1 - step) % p][:] = data")),
@@ -275,6 +279,9 @@ indices = np.argsort(-probs, axis=1)[:, :k]
 """,
         after="return float(loss), grad\n"),
     "ep_dispatch": Completion(fills=("rows_j[ids_j == j * per + e]",)),
+    "moe_permute_cuda": [Completion(block=0), Completion(block=1)],
+    "moe_unpermute_cuda": [Completion(block=0, fills=("acc.x += w * v.x; acc.y += w * v.y; acc.z += w * v.z; "
+                                                      "acc.w += w * v.w;",)), Completion(block=1)],
     # 12 · capstone
     "attention_backward": Completion(fills=("(dprobs * probs).sum(axis=-1, keepdims=True)",)),
     "average_gradients": Completion(fills=("(flat[start:start + size] / total).reshape(rank_grads[0][name].shape)",)),

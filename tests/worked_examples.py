@@ -72,6 +72,9 @@ from mlsys_lab.kernels.roofline.reduce import sum_reference
 """,
     "04_memory_hierarchy": """
 from mlsys_lab.memory_hierarchy.warp_sim import run_reduce, run_transpose, transpose_naive_block
+from mlsys_lab.exercises.memory_hierarchy_mma_cuda import EXAMPLE as MMA_EXAMPLE, exact_product
+from mlsys_lab.kernels.memory_hierarchy.fused import softmax_reference
+from mlsys_lab.kernels.memory_hierarchy.sgemm import sgemm_reference
 """,
     "05_autotuning": """
 import itertools
@@ -89,6 +92,9 @@ def bowl_run():
     return measure.calls, best
 """,
     "06_training_memory": """
+from mlsys_lab.kernels.training_memory.softmax_xent import softmax_xent_reference
+
+XENT_EXAMPLE = (np.array([[2.0, 1, 0], [0, 0, 0]], dtype=np.float32), np.array([0, 2], dtype=np.int32))
 SIX_LAYERS = (np.full(6, 10), np.full(6, 2), np.ones(6, dtype=np.int64))  # A, C, F of the example
 
 def simulated(plan):
@@ -173,6 +179,19 @@ def first_step_moves():
     labels = g.integers(0, state["b2"].shape[1], size=16)
     new, _ = qlora_step(state, x, labels, 0.5)
     return [name for name in ("a1", "b1", "a2", "b2") if not np.array_equal(new[name], state[name])]
+""",
+    "11_moe": """
+import numpy as np
+
+from mlsys_lab.kernels.moe.permute import moe_permute_reference, moe_unpermute_reference
+from mlsys_lab.moe.gating import assign_with_capacity
+
+X_PERMUTE = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
+EXPERT_PERMUTE = np.array([[0, 1], [0, 2], [0, 1], [1, 0]], dtype=np.int32)
+SLOT_PERMUTE = assign_with_capacity(EXPERT_PERMUTE, 3, 2)[1].astype(np.int32)
+Y_UNPERMUTE = (moe_permute_reference(X_PERMUTE, EXPERT_PERMUTE, SLOT_PERMUTE, 3, 2)
+               * np.float32([1, 2, 3])[:, None, None])
+WEIGHT_UNPERMUTE = np.array([[0.75, 0.25], [0.5, 0.5], [0.6, 0.4], [0.9, 0.1]], dtype=np.float32)
 """,
 }
 
@@ -297,6 +316,21 @@ EXAMPLES: dict[str, list[Example]] = {
     "transpose_cuda": [  # a CUDA kernel: the prompt's numbers are a.T, what the check compares with
         Example("is `[[0, 3], [1, 4], [2, 5]]`", "np.arange(6, dtype=np.float32).reshape(2, 3).T"),
     ],
+    "softmax_rows_cuda": [  # a CUDA kernel: the prompt's numbers are the float64 softmax the check compares with
+        Example("is `[[0.0900, 0.2447, 0.6652], [0.3333, 0.3333, 0.3333]]`",
+                "softmax_reference(np.array([[1, 2, 3], [1000, 1000, 1000]], dtype=np.float32))"),
+    ],
+    "sgemm_tiled_cuda": [  # a CUDA kernel: the prompt's numbers are the float64 product the check compares with
+        Example("is `[[5, 8, 11, 14], [-4, 8, 20, 32]]`",
+                "sgemm_reference(np.arange(6, dtype=np.float32).reshape(2, 3), "
+                "np.arange(12, dtype=np.float32).reshape(3, 4) - 5)"),
+    ],
+    "bf16_mma_cuda": [  # a CUDA kernel: the prompt's numbers are the float64 product the check compares with
+        Example("`C[1, 0]` is `-1`, `C[0, 1]` is `1`, `C[33, 10]` is `9` and `C[63, 63]` is `32`",
+                "[(i, j, exact_product(*MMA_EXAMPLE).exact[i, j]) for i, j in ((1, 0), (0, 1), (33, 10), (63, 63))]"),
+        Claim("so C[i, j] = j - i % 32",
+              "np.array_equal(exact_product(*MMA_EXAMPLE).exact, np.arange(64) - np.arange(64)[:, None] % 32)"),
+    ],
     "transpose_padded": [
         Example("kernel takes 2112 passes; the budget is 128",
                 "(run_transpose(reference_transpose_tiled, np.zeros((32, 64)))[1].shared_passes, 2 * 32 * 64 // 32)"),
@@ -366,6 +400,11 @@ EXAMPLES: dict[str, list[Example]] = {
         Example("= 0.4076", "softmax_cross_entropy(np.array([[2.0, 1, 0]]), np.array([0]), 0.0, np.array([1.0]))[0]"),
         Example("[[−0.3348, 0.2447, 0.0900]]",
                 "softmax_cross_entropy(np.array([[2.0, 1, 0]]), np.array([0]), 0.0, np.array([1.0]))[1]"),
+    ],
+    "softmax_xent_cuda": [  # a CUDA kernel: the prompt's numbers are the NumPy reference's (the check compares with it)
+        Example("`loss` is `[0.4076, 1.0986]`", "softmax_xent_reference(*XENT_EXAMPLE)[0]"),
+        Example("`dlogits` is `[[−0.3348, 0.2447, 0.0900], [0.3333, 0.3333, −0.6667]]`",
+                "softmax_xent_reference(*XENT_EXAMPLE)[1]"),
     ],
     # 07 · collectives ---------------------------------------------------------------------------------------
     "ring_allreduce": [
@@ -508,5 +547,14 @@ EXAMPLES: dict[str, list[Example]] = {
                 "for rows in rank] for rank in ep_dispatch("
                 "[np.array([[0.0], [1], [2]]), np.array([[3.0], [4]])], [np.array([3, 0, 2]), np.array([1, 3])], 4, 2, "
                 "AllToAllGroup(2))])"),
+    ],
+    "moe_permute_cuda": [  # a CUDA kernel: the prompt's numbers are the NumPy reference's (the check compares with it)
+        Example("order gives `slot = [[0, 1], [1, 0], [-1, -1], [0, -1]]`", "SLOT_PERMUTE"),
+        Example("the buffers are `[[[1, 2, 3], [4, 5, 6]], [[10, 11, 12], [1, 2, 3]], [[4, 5, 6], [0, 0, 0]]]`",
+                "moe_permute_reference(X_PERMUTE, EXPERT_PERMUTE, SLOT_PERMUTE, 3, 2)"),
+    ],
+    "moe_unpermute_cuda": [
+        Example("the output is `[[1.25, 2.5, 3.75], [8, 10, 12], [0, 0, 0], [18, 19.8, 21.6]]`",
+                "moe_unpermute_reference(Y_UNPERMUTE, EXPERT_PERMUTE, SLOT_PERMUTE, WEIGHT_UNPERMUTE)"),
     ],
 }

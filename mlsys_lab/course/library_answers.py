@@ -17,6 +17,11 @@ LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
     "bias_gelu": ("mlsys_lab.kernels.operators.bias_gelu:bias_gelu",),  # the course's kernels, as they are
     "reduce_sum": ("mlsys_lab.kernels.roofline.reduce:sum_atomic",),
     "transpose_cuda": ("mlsys_lab.kernels.memory_hierarchy.shared_memory:transpose_on_gpu",),
+    "softmax_xent_cuda": ("mlsys_lab.kernels.training_memory.softmax_xent:softmax_xent_on_gpu",),
+    "softmax_rows_cuda": ("mlsys_lab.kernels.memory_hierarchy.fused:softmax_rows",
+                          "mlsys_lab.kernels.memory_hierarchy.fused:softmax_rows_persistent"),
+    "sgemm_tiled_cuda": ("mlsys_lab.kernels.memory_hierarchy.sgemm:sgemm",),
+    "bf16_mma_cuda": ("mlsys_lab.kernels.memory_hierarchy.bf16_gemm:bf16_gemm",),
     "fuse_graph": ("mlsys_lab.operators.passes:fuse_elementwise",),
     "classify_bound": ("mlsys_lab.roofline.model:hierarchical_attainable",),
     "loads_in_flight": ("mlsys_lab.roofline.littles_law:loaded_latency",),
@@ -46,6 +51,8 @@ LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
     "quantize_groupwise": ("mlsys_lab.training_memory.quantize:quantize",),
     "route_with_capacity": ("mlsys_lab.moe.gating:assign_with_capacity",),
     "aux_loss": ("mlsys_lab.moe.gating:load_balancing_loss",),
+    "moe_permute_cuda": ("mlsys_lab.kernels.moe.permute:moe_permute",),
+    "moe_unpermute_cuda": ("mlsys_lab.kernels.moe.permute:moe_unpermute",),
     "average_gradients": ("mlsys_lab.capstone.dp:average_gradients",),
     "attention_backward": ("mlsys_lab.capstone.model:attention_vjp",),
 }

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, close_enough, rng
-from mlsys_lab.exercises.memory_hierarchy_cuda import check_transpose_cuda  # noqa: F401  (re-exported)
+from mlsys_lab.exercises.memory_hierarchy_cuda import (  # noqa: F401  (re-exported)
+    check_sgemm_tiled_cuda,
+    check_softmax_rows_cuda,
+    check_transpose_cuda,
+)
+from mlsys_lab.exercises.memory_hierarchy_mma_cuda import check_bf16_mma_cuda  # noqa: F401  (re-exported)
 from mlsys_lab.memory_hierarchy.warp_sim import run_reduce, run_transpose
 
 

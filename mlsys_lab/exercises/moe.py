@@ -12,6 +12,10 @@ from typing import ClassVar
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.exercises.moe_cuda import (  # noqa: F401  (re-exported: the lesson's checks)
+    check_moe_permute_cuda,
+    check_moe_unpermute_cuda,
+)
 from mlsys_lab.moe.gating import assign_with_capacity, top_k_experts
 from mlsys_lab.parallelism import comm
 
