@@ -1,7 +1,7 @@
 """Checks for the exercises of 09_fault_tolerance.
 
 The resume check is in :mod:`.fault_tolerance_resume`, the replay and detection checks in
-:mod:`.fault_tolerance_build`; all are re-exported here, where the notebook and the grader find them. The two
+:mod:`.fault_tolerance_failures`; all are re-exported here, where the notebook and the grader find them. The two
 kill-and-resume checks kill the learner's code with a simulated SIGKILL that the check observes from its own side
 (:mod:`.fault_tolerance_kill`): they judge the files a kill leaves, never what the learner's process reports.
 Durability against a power cut (the ``fsync`` calls the lesson teaches) leaves no trace in the files after a
@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
-from mlsys_lab.exercises.fault_tolerance_build import check_diagnose, check_replay_goodput  # noqa: F401
+from mlsys_lab.exercises.fault_tolerance_failures import check_diagnose, check_replay_goodput  # noqa: F401
 from mlsys_lab.exercises.fault_tolerance_kill import (
     FolderEvents,
     KillingStream,

@@ -165,14 +165,14 @@ def _close(got, expected, rtol: float) -> bool:
 def check_loss_scaling(fn) -> None:
     """``fn(backward, weights, lr, n_steps, init_scale, growth_factor, backoff_factor, growth_interval)`` -> dict.
 
-    Runs the learner's loop over fp16 gradient streams (:class:`training_memory_build.Fp16Backward`) with
+    Runs the learner's loop over fp16 gradient streams (:class:`training_memory_references.Fp16Backward`) with
     underflowing coordinates (10⁻⁹: zero in fp16 unless scaled), overflow spikes and NaN steps, and compares with
     GradScaler's semantics: the scale ``backward`` was really called with at each step (recorded here), the
     returned ``scales`` and ``skipped``, and the fp32 master weights (each entry within 10⁻⁴ of its own size).
     Hidden cases: a NaN while the growth counter is part-way (the counter must restart), growth and backoff
     factors other than 2 and 0.5, growth_interval 1, a stream with no overflow at all.
     """
-    from mlsys_lab.exercises.training_memory_build import Fp16Backward, loss_scaling_stream, reference_loss_scaling
+    from mlsys_lab.exercises.training_memory_references import Fp16Backward, loss_scaling_stream, reference_loss_scaling
 
     g = rng()
     cases = []
@@ -250,7 +250,7 @@ def check_checkpoint_plan(fn) -> None:
     much more, cheap and costly layers): the budget exactly at the least feasible peak, one byte below it
     (infeasible), exactly at the optimum's peak, where no checkpointing fits, and a chain of one layer.
     """
-    from mlsys_lab.exercises.training_memory_build import least_feasible_budget, plan_problem, reference_checkpoint_plan
+    from mlsys_lab.exercises.training_memory_references import least_feasible_budget, plan_problem, reference_checkpoint_plan
 
     g = rng()
     cases = []
@@ -302,7 +302,7 @@ def check_softmax_cross_entropy(fn) -> None:
     log(softmax) is −inf unless computed as z − LSE), label smoothing 0 and not, a row of equal logits, two
     classes, one row, a zero upstream gradient on some rows.
     """
-    from mlsys_lab.exercises.training_memory_build import reference_softmax_cross_entropy, sce_problem
+    from mlsys_lab.exercises.training_memory_references import reference_softmax_cross_entropy, sce_problem
 
     g = rng()
     cases = []

@@ -56,7 +56,7 @@ def test_a_real_exercise_names_the_logits_a_learner_shifted_in_place():
     check's own arrays; the learner reads which argument, not a mismatch of values."""
     from mlsys_lab.exercises import seeded
     from mlsys_lab.exercises.training_memory import check_softmax_cross_entropy
-    from mlsys_lab.exercises.training_memory_build import reference_softmax_cross_entropy
+    from mlsys_lab.exercises.training_memory_references import reference_softmax_cross_entropy
 
     def shifted_in_place(logits, labels, label_smoothing, grad_out):
         logits -= logits.max(axis=1, keepdims=True)

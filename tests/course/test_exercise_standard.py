@@ -101,3 +101,19 @@ def test_warm_ups_are_marked_and_every_lesson_builds(slug):
     builds = [e.name for e in exercises if e.name not in WARM_UPS]
     if slug not in ("start_here", "capstone"):
         assert len(builds) >= MIN_BUILDS, f"{slug} builds only {builds}"
+
+
+CHECK_MODULE_PARTS = {"cuda", "mma_cuda", "references", "failures", "kill", "resume", "ddp", "fsdp"}
+SHARED_CHECK_MODULES = {"__init__", "cuda_kernels"}
+
+
+def test_check_modules_are_named_by_lesson_and_what_they_check():
+    """``exercises/<slug>.py``, or ``<slug>_<what>.py`` with a part ARCHITECTURE.md names (never ``_build``)."""
+    names = [p.stem for p in (ROOT / "mlsys_lab" / "exercises").glob("*.py") if p.stem not in SHARED_CHECK_MODULES]
+    wrong = []
+    for name in names:
+        slug = max((s for s in NOTEBOOKS if name == s or name.startswith(s + "_")), key=len, default=None)
+        part = name[len(slug) + 1:] if slug else None
+        if slug is None or (part and part not in CHECK_MODULE_PARTS):
+            wrong.append(name)
+    assert not wrong, f"check modules named by neither lesson nor a part ARCHITECTURE.md lists: {wrong}"

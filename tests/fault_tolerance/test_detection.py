@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mlsys_lab.exercises.fault_tolerance_build import reference_diagnose
+from mlsys_lab.exercises.fault_tolerance_failures import reference_diagnose
 from mlsys_lab.fault_tolerance.detection import run_ranks, simulate_trace
 
 

@@ -13,7 +13,7 @@ import pytest
 from catalogue import Catalogue, catalogue_tests
 
 from mlsys_lab.exercises import fault_tolerance as checks
-from mlsys_lab.exercises.fault_tolerance_build import reference_diagnose, reference_replay_goodput
+from mlsys_lab.exercises.fault_tolerance_failures import reference_diagnose, reference_replay_goodput
 from mlsys_lab.exercises.fault_tolerance_resume import reference_train
 from mlsys_lab.fault_tolerance.checkpoint_io import make_data, write_atomic, write_in_place
 from mlsys_lab.fault_tolerance.reliability import expected_goodput, first_order_goodput, product_goodput

@@ -95,5 +95,5 @@ def test_off_keeps_nothing(monkeypatch):
 
 def test_lesson_of_a_check_module():
     assert pieces.lesson_of_check_module("mlsys_lab.exercises.parallelism_ddp") == "08 parallelism"
-    assert pieces.lesson_of_check_module("mlsys_lab.exercises.training_memory_build") == "06 training_memory"
+    assert pieces.lesson_of_check_module("mlsys_lab.exercises.training_memory_references") == "06 training_memory"
     assert pieces.lesson_of_check_module("mlsys_lab.exercises.memory_hierarchy") == "04 memory_hierarchy"

@@ -15,7 +15,7 @@ from mlsys_lab.exercises.training_memory import (
     reference_layer_norm_backward,
     reference_training_bytes,
 )
-from mlsys_lab.exercises.training_memory_build import (
+from mlsys_lab.exercises.training_memory_references import (
     reference_checkpoint_plan,
     reference_loss_scaling,
     reference_softmax_cross_entropy,

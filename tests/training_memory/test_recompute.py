@@ -77,7 +77,7 @@ def test_bad_segment_length_is_named():
 
 from itertools import combinations  # noqa: E402
 
-from mlsys_lab.exercises.training_memory_build import least_feasible_budget, reference_checkpoint_plan  # noqa: E402
+from mlsys_lab.exercises.training_memory_references import least_feasible_budget, reference_checkpoint_plan  # noqa: E402
 from mlsys_lab.training_memory.recompute import simulate_checkpoint_plan  # noqa: E402
 
 
