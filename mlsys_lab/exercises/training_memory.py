@@ -182,9 +182,13 @@ def check_loss_scaling(fn) -> None:
         expected = reference_loss_scaling(Fp16Backward(grads, nan_steps), weights, lr, len(grads), *settings)
         backward = Fp16Backward(grads, nan_steps)
         entry_size = size * lr * len(grads)  # each master weight's own scale: what its updates add up to
+
+        def diverged(grads=grads, nan_steps=nan_steps, weights=weights, lr=lr, settings=settings, size=size):
+            return _first_diverging_step(fn, grads, nan_steps, weights, lr, settings, size)
+
         cases.append(Case(label, (backward, weights.copy(), lr, len(grads), *settings), expected=expected,
-                          check_result=lambda got, b=backward, e=expected, s=entry_size:
-                          _scaling_problem(got, b, e, s)))
+                          check_result=lambda got, b=backward, e=expected, s=entry_size, d=diverged:
+                          _scaling_problem(got, b, e, s, d)))
 
     example = np.full((6, 2), 1e-3)
     example[1, 0] = 100.0  # × 1024 = 102,400 > 65,504: inf in fp16
@@ -208,7 +212,24 @@ def check_loss_scaling(fn) -> None:
     check("loss_scaling", fn, cases, compare=lambda got, exp: True)
 
 
-def _scaling_problem(got, backward, expected, size) -> str | None:
+def _first_diverging_step(fn, grads, nan_steps, weights, lr, settings, size) -> int | None:
+    """The first step after which the learner's master weights differ from GradScaler's: the learner's loop rerun
+    on the case's first 1, 2, ... steps (a fresh backward each time), each compared with the reference's."""
+    from mlsys_lab.exercises.training_memory_references import Fp16Backward, reference_loss_scaling
+
+    for n in range(1, len(grads) + 1):
+        want = reference_loss_scaling(Fp16Backward(grads, nan_steps), weights, lr, n, *settings)["weights"]
+        try:
+            got = np.asarray(fn(Fp16Backward(grads, nan_steps), weights.copy(), lr, n, *settings)["weights"],
+                             dtype=float)
+        except Exception:  # the learner's loop fails on a prefix: no step to name
+            return None
+        if got.shape != want.shape or not np.all(np.abs(got - want) <= 1e-4 * size * lr * n):
+            return n - 1
+    return None
+
+
+def _scaling_problem(got, backward, expected, size, diverged=lambda: None) -> str | None:
     if not isinstance(got, dict) or not {"weights", "scales", "skipped"} <= set(got):
         return f"return a dict with 'weights', 'scales' and 'skipped'; got {type(got).__name__}"
     want = expected["scales"]
@@ -235,7 +256,10 @@ def _scaling_problem(got, backward, expected, size) -> str | None:
     bad = ~(np.abs(weights - exp_w) <= 1e-4 * size)
     if bad.any():
         j = int(np.argmax(bad))
-        return f"master weight {j} is {weights[j]:.6g}; expected {exp_w[j]:.6g}"
+        step = diverged()
+        where = ("" if step is None else f": they first differ from GradScaler's after step {step}, where the scales "
+                 "and skipped steps still agree (the update or the unscale is wrong there, not the case's theme)")
+        return f"master weight {j} is {weights[j]:.6g}; expected {exp_w[j]:.6g}{where}"
     return None
 
 
@@ -250,7 +274,11 @@ def check_checkpoint_plan(fn) -> None:
     much more, cheap and costly layers): the budget exactly at the least feasible peak, one byte below it
     (infeasible), exactly at the optimum's peak, where no checkpointing fits, and a chain of one layer.
     """
-    from mlsys_lab.exercises.training_memory_references import least_feasible_budget, plan_problem, reference_checkpoint_plan
+    from mlsys_lab.exercises.training_memory_references import (
+        least_feasible_budget,
+        plan_problem,
+        reference_checkpoint_plan,
+    )
 
     g = rng()
     cases = []

@@ -4,10 +4,9 @@ reported as theirs; a broken piece is named."""
 import numpy as np
 import pytest
 
-from mlsys_lab import pieces
+from mlsys_lab import backend, pieces
 from mlsys_lab.capstone.launch import run_data_parallel
 from mlsys_lab.capstone.model import GPTConfig
-from mlsys_lab import backend
 from mlsys_lab.capstone.stack import active_pieces, load_stack, pieces_rows
 from mlsys_lab.capstone.train import RunConfig
 from mlsys_lab.exercises.capstone import check_attention_backward, check_average_gradients

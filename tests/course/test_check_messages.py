@@ -127,3 +127,36 @@ def test_an_output_argument_the_exercise_asks_for_may_change():
     a, b = np.ones((2, 3)), np.ones((2, 4))
     case = Case("A, B ones", (a, b, np.full((3, 4), np.nan)), expected=np.full((3, 4), 2.0), may_change_args=(2,))
     assert "changed its argument `a` in place" in evaluate("atb", into_out, [case]).line
+
+
+def test_a_failure_under_another_cases_theme_names_the_step_where_the_state_diverged():
+    """Lesson 06's loss scaler unscaling in fp16 fails first on the case labelled "NaN at step 2": the message says
+    the weights left GradScaler's at step 0 while the scales still agreed, so the learner looks at the unscale."""
+    from mlsys_lab.exercises import VERDICT_SINK, seeded
+    from mlsys_lab.exercises.training_memory import check_loss_scaling
+
+    def unscale_in_fp16(backward, weights, lr, n_steps, init_scale, growth, backoff, interval):
+        w, scale, clean, scales, skipped = np.array(weights, dtype=np.float32), float(init_scale), 0, [], []
+        for step in range(n_steps):
+            g16 = backward(step, scale)
+            scales.append(scale)
+            if not np.all(np.isfinite(g16)):
+                skipped.append(True)
+                scale, clean = scale * backoff, 0
+                continue
+            w = w - np.float32(lr) * (g16 / np.float16(scale)).astype(np.float32)  # fp16 underflows here
+            skipped.append(False)
+            clean += 1
+            if clean == interval:
+                scale, clean = scale * growth, 0
+        return {"weights": w, "scales": scales, "skipped": skipped}
+
+    got = []
+    token = VERDICT_SINK.set(got.append)
+    try:
+        with seeded(0):
+            check_loss_scaling(unscale_in_fp16)
+    finally:
+        VERDICT_SINK.reset(token)
+    assert "NaN at step 2" in got[0].line  # the case's theme is not what went wrong...
+    assert "they first differ from GradScaler's after step 0" in got[0].line, got[0].line  # ...and the message says so

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from mlsys_lab import backend
-from mlsys_lab.exercises.training_memory_references import reference_softmax_cross_entropy
 from mlsys_lab.exercises.training_memory_cuda import _compare, softmax_xent_cases
+from mlsys_lab.exercises.training_memory_references import reference_softmax_cross_entropy
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.training_memory.softmax_xent import (
     softmax_xent_bytes,
