@@ -34,5 +34,5 @@ def test_spearman_check(capsys):
     check_spearman(spearman)
     check_spearman(lambda x, y: float(np.corrcoef(x, y)[0, 1]))  # Pearson is not Spearman
     right, wrong = capsys.readouterr().out.splitlines()
-    assert right == "✓ spearman: 15/15 cases"
+    assert right == "✓ spearman: 17/17 cases"
     assert wrong.startswith("✗ spearman")

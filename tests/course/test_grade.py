@@ -132,7 +132,8 @@ def test_json_has_exactly_the_documented_shape(graded):
     for result in by_name.values():
         assert set(result) == {"submission", "score", "max_score", "not_graded", "exercises"}
         assert list(result["exercises"]) == ["tensor_bytes", "add_intensity"]
-        assert all(set(e) == {"status", "passed", "message", "used", "figure"} for e in result["exercises"].values())
+        assert all(set(e) == {"status", "passed", "message", "used", "figure", "speed", "points", "max_points"}
+                   for e in result["exercises"].values())
         assert all(e["status"] == ("pass" if e["passed"] else "fail") for e in result["exercises"].values())
         assert result["not_graded"] == []
         assert result["max_score"] == 2 and result["score"] == sum(scores(result).values())
