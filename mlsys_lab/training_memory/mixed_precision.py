@@ -1,4 +1,4 @@
-"""Mixed precision (混合精度): fp16 and bf16 from their bit layouts, loss scaling, fp32 master weights.
+"""Mixed precision (混合精度): fp16, bf16 and FP8 from their bit layouts, loss scaling, fp32 master weights.
 
 A binary float with e exponent bits and m mantissa bits (bias 2^(e−1) − 1; the all-ones exponent is inf/NaN):
 
@@ -34,11 +34,16 @@ class FloatFormat:
     name: str
     exponent_bits: int
     mantissa_bits: int  # stored fraction bits (the leading 1 of a normal number is implicit)
+    # IEEE 754 keeps the all-ones exponent for inf and NaN. A "finite-only" format (FP8 E4M3 of the OCP 8-bit
+    # floating-point specification, which Hopper's tensor cores use) has no inf and spends only the all-ones
+    # exponent *and* mantissa on NaN: the rest of that exponent holds numbers, so its largest is 448, not 240.
+    finite_only: bool = False
 
     def __post_init__(self) -> None:
         check_type("name", self.name, str)
         check_int("exponent_bits", self.exponent_bits, low=2, high=11)
         check_int("mantissa_bits", self.mantissa_bits, low=1, high=52)
+        check_type("finite_only", self.finite_only, bool)
 
     @property
     def bias(self) -> int:
@@ -46,8 +51,25 @@ class FloatFormat:
 
     @property
     def max(self) -> float:
-        """(2 − 2^−m) · 2^(emax): the all-ones mantissa at the largest exponent that is not inf/NaN."""
+        """(2 − 2^−m) · 2^(2^e − 2 − bias): the all-ones mantissa at the largest exponent that is not inf/NaN; for
+        a finite-only format (2 − 2^(1−m)) · 2^(2^e − 1 − bias): the all-ones exponent, its mantissa one below NaN's."""
+        if self.finite_only:
+            return (2.0 - 2.0 ** (1 - self.mantissa_bits)) * 2.0 ** (2 ** self.exponent_bits - 1 - self.bias)
         return (2.0 - 2.0 ** -self.mantissa_bits) * 2.0 ** (2 ** self.exponent_bits - 2 - self.bias)
+
+    def decode(self, code: int) -> float:
+        """The value of the bit pattern ``code`` (sign, exponent, mantissa from the high bit down), by the format's
+        rules: subnormals at exponent 0, inf/NaN at the all-ones exponent (or NaN only, when finite-only)."""
+        check_int("code", code, low=0, high=2 ** self.n_bits - 1)
+        m_bits, e_bits = self.mantissa_bits, self.exponent_bits
+        sign = -1.0 if code >> (e_bits + m_bits) else 1.0
+        exponent, mantissa = (code >> m_bits) & (2 ** e_bits - 1), code & (2 ** m_bits - 1)
+        top = 2 ** e_bits - 1
+        if exponent == top and (not self.finite_only or mantissa == 2 ** m_bits - 1):
+            return float("nan") if (mantissa or self.finite_only) else sign * float("inf")
+        if exponent == 0:
+            return sign * mantissa * 2.0 ** (1 - self.bias - m_bits)
+        return sign * (1 + mantissa * 2.0 ** -m_bits) * 2.0 ** (exponent - self.bias)
 
     @property
     def smallest_normal(self) -> float:
@@ -70,6 +92,10 @@ class FloatFormat:
 FP16 = FloatFormat("fp16", 5, 10)
 BF16 = FloatFormat("bf16", 8, 7)
 FP32 = FloatFormat("fp32", 8, 23)
+# Hopper's two 8-bit formats (OCP OFP8 v1.0; Micikevicius et al. 2022, "FP8 Formats for Deep Learning"): E4M3 for
+# weights and activations (more precision), E5M2 for gradients (more range, IEEE-style inf and NaN).
+FP8_E4M3 = FloatFormat("e4m3", 4, 3, finite_only=True)
+FP8_E5M2 = FloatFormat("e5m2", 5, 2)
 
 
 def to_bfloat16(x, rounding: str = "truncate") -> np.ndarray:
