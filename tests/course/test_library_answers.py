@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import os
 from pathlib import Path
 
 import nbformat
@@ -103,4 +102,3 @@ def test_every_listed_answer_exists():
             if not callable(getattr(importlib.import_module(module), name, None)):
                 missing.append(f"{exercise}: {target}")
     assert not missing, missing
-    assert os.path.isdir(ROOT / "mlsys_lab")
