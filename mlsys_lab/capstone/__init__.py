@@ -13,13 +13,19 @@ checkpoint  θ, Adam's moments and the step in one file, written by the crash-sa
 zero        ZeRO-1 over the same ranks: Adam's m and v sharded, a reduce-scatter and an all-gather per step
 dp_run      runner under mpiexec: data-parallel training with checkpoints, resume, and a JSON report from rank 0
 launch      ``run_data_parallel`` (through :func:`mlsys_lab.mpi.run_mpi`) and ``run_and_kill`` (SIGKILL one rank)
+lora        ``Adapters``: A and B of LoRA on named linears, run by the learner's ``lora_forward`` and ``lora_backward``
+finetune    a LoRA fine-tune of the trained model on text it never saw: θ frozen, Adam on the adapters, merge, counts
+moe         a mixture-of-experts MLP: router, top-k experts within a capacity (the learner's lesson-11 gate), backward
+moe_train   training the model with experts, the routing of every step (drops, load), its gradient check
 ==========  ==========================================================================================================
 
 The main functions are importable from here: ``from mlsys_lab.capstone import train, run_data_parallel``.
 """
 
 from mlsys_lab.capstone.dp import MpiGroup, MpiNetwork, average_gradients, ring_allreduce_on_ranks
+from mlsys_lab.capstone.finetune import LoraConfig, lora_finetune, merge_adapters
 from mlsys_lab.capstone.launch import run_and_kill, run_data_parallel
+from mlsys_lab.capstone.lora import Adapters
 from mlsys_lab.capstone.model import (
     GPTConfig,
     ModelOps,
@@ -29,6 +35,8 @@ from mlsys_lab.capstone.model import (
     init_theta,
     loss_and_grad,
 )
+from mlsys_lab.capstone.moe import MoeConfig
+from mlsys_lab.capstone.moe_train import train_moe_model
 from mlsys_lab.capstone.stack import PIECES, Stack, load_stack, pieces_rows
 from mlsys_lab.capstone.text import corpus, global_batch, shard_rows
 from mlsys_lab.capstone.train import (
@@ -46,5 +54,6 @@ __all__ = [
     "PIECES", "GPTConfig", "ModelOps", "MpiGroup", "MpiNetwork", "Stack", "RunConfig", "TrainState", "adam_update",
     "average_gradients", "corpus", "course_ops", "gpt_forward", "fresh_run", "global_batch", "held_out_loss",
     "init_theta", "load_stack", "loss_and_grad", "count_params", "pieces_rows", "ring_allreduce_on_ranks",
-    "run_and_kill", "run_data_parallel", "sample", "shard_rows", "train", "run_step",
+    "run_and_kill", "run_data_parallel", "sample", "shard_rows", "train", "run_step", "Adapters", "LoraConfig",
+    "lora_finetune", "merge_adapters", "MoeConfig", "train_moe_model",
 ]

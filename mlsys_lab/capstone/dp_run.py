@@ -28,7 +28,7 @@ import numpy as np
 from mlsys_lab.capstone import checkpoint
 from mlsys_lab.capstone.dp import MpiGroup
 from mlsys_lab.capstone.model import flatten, loss_and_grad, param_layout, views
-from mlsys_lab.capstone.stack import Stack, load_stack
+from mlsys_lab.capstone.stack import RANK_PIECES, Stack, load_stack
 from mlsys_lab.capstone.text import global_batch, shard_rows
 from mlsys_lab.capstone.train import RunConfig, adam_update, fresh_run, splits
 from mlsys_lab.capstone.zero import Zero1Optimizer
@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> None:
             "seconds": seconds, "compute_seconds": compute_all, "allreduce_seconds": comm_s,
             "checkpoint_seconds": checkpoint_s, "checkpoints": checkpoints, "rank_tokens": rank_tokens,
             "allreduce_calls": group.calls, "bytes_sent_rank0": group.net.bytes_sent,
-            "pieces": stack.whose, "out": args.out, "zero1": args.zero1,
+            "pieces": {name: whose for name, whose in stack.whose.items() if name in RANK_PIECES},
+            "out": args.out, "zero1": args.zero1,
             "optimizer_state_bytes": state_bytes,
         }))
 

@@ -22,6 +22,8 @@ from typing import Callable
 
 import numpy as np
 
+from mlsys_lab.capstone.lora import Adapters
+from mlsys_lab.capstone.moe import MoeConfig, _moe_backward, _moe_forward, capacity_routing, gate_combine, moe_layout
 from mlsys_lab.nn import GELU_C, softmax
 from mlsys_lab.validation import (
     check_array,
@@ -46,6 +48,7 @@ class GPTConfig:
     n_heads: int = 4
     n_layers: int = 2
     dtype: str = "float32"
+    moe: MoeConfig | None = None  # a mixture of experts in place of every block's MLP (:mod:`.moe`)
 
     def __post_init__(self) -> None:
         check_int("vocab_size", self.vocab_size, low=2, high=256)
@@ -56,20 +59,25 @@ class GPTConfig:
             raise ValueError(f"n_heads must divide d_model={self.d_model}; got {self.n_heads}")
         check_int("n_layers", self.n_layers, low=1, high=1024)
         check_choice("dtype", self.dtype, ("float32", "float64"))
+        if self.moe is not None:
+            check_type("moe", self.moe, MoeConfig)
 
 
 @dataclass(frozen=True)
 class ModelOps:
     """The operators the learner may have written: ``cross_entropy(logits, labels, label_smoothing, grad_out)``
     -> (losses, grad_logits) (lesson 06, exercise 6), ``layer_norm_backward(x, grad_out)`` -> dx (exercise 1) and
-    ``attention_backward(q, k, v, probs, dy, scale)`` -> (dq, dk, dv) (this lesson's first exercise)."""
+    ``attention_backward(q, k, v, probs, dy, scale)`` -> (dq, dk, dv) (this lesson's first exercise); for a model
+    with experts, lesson 11's ``route_with_capacity(logits, k, capacity)`` and ``top_k_gate(logits, k, capacity)``."""
 
     cross_entropy: Callable
     layer_norm_backward: Callable
     attention_backward: Callable
+    route_with_capacity: Callable = capacity_routing
+    top_k_gate: Callable = gate_combine
 
     def __post_init__(self) -> None:
-        for name in ("cross_entropy", "layer_norm_backward", "attention_backward"):
+        for name in ("cross_entropy", "layer_norm_backward", "attention_backward", "route_with_capacity", "top_k_gate"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"{name} must be a function; got {type(getattr(self, name)).__name__}")
 
@@ -86,8 +94,10 @@ def param_layout(config: GPTConfig) -> list[tuple[str, tuple[int, ...]]]:
     for layer in range(config.n_layers):
         p = f"h{layer}."
         names += [(p + "ln1.g", (c,)), (p + "ln1.b", (c,)), (p + "attn.w", (c, 3 * c)), (p + "attn.b", (3 * c,)),
-                  (p + "proj.w", (c, c)), (p + "proj.b", (c,)), (p + "ln2.g", (c,)), (p + "ln2.b", (c,)),
-                  (p + "fc.w", (c, f)), (p + "fc.b", (f,)), (p + "out.w", (f, c)), (p + "out.b", (c,))]
+                  (p + "proj.w", (c, c)), (p + "proj.b", (c,)), (p + "ln2.g", (c,)), (p + "ln2.b", (c,))]
+        mlp = [("fc.w", (c, f)), ("fc.b", (f,)), ("out.w", (f, c)), ("out.b", (c,))] if config.moe is None else \
+            moe_layout(c, config.moe)
+        names += [(p + name, shape) for name, shape in mlp]
     return names + [("lnf.g", (c,)), ("lnf.b", (c,)), ("head.w", (c, v))]
 
 
@@ -170,10 +180,15 @@ def _merge(a: np.ndarray) -> np.ndarray:
     return a.transpose(0, 2, 1, 3).reshape(b, t, h * d)
 
 
-def _attention(h: np.ndarray, w: dict, p: str, n_heads: int):
+def _matmul(x: np.ndarray, w: dict, name: str, adapters: Adapters | None) -> np.ndarray:
+    """x W of the linear layer ``name`` (its weight ``name.w``), through its LoRA adapter where it has one."""
+    return x @ w[name + ".w"] if adapters is None else adapters.linear(name, x, w[name + ".w"])
+
+
+def _attention(h: np.ndarray, w: dict, p: str, n_heads: int, adapters: Adapters | None = None):
     """Causal multi-head self-attention of h (B, T, C); returns its output before the projection, and a cache."""
     c = h.shape[-1]
-    qkv = h @ w[p + "attn.w"] + w[p + "attn.b"]                          # (B, T, 3C)
+    qkv = _matmul(h, w, p + "attn", adapters) + w[p + "attn.b"]          # (B, T, 3C)
     q, k, v = (_heads(qkv[..., i * c:(i + 1) * c], n_heads) for i in range(3))  # (B, H, T, D) each
     scale = 1.0 / np.sqrt(c // n_heads)
     t = h.shape[1]
@@ -208,17 +223,40 @@ def attention_vjp(q, k, v, probs, dy, scale):
     return scale * (dscores @ k), scale * (dscores.swapaxes(-1, -2) @ q), probs.swapaxes(-1, -2) @ dy
 
 
-def _linear_back(x: np.ndarray, dy: np.ndarray, weight: np.ndarray, grads: dict, name: str) -> np.ndarray:
-    """y = x W + b: fills d W and d b (summed over every row) and returns d x."""
+def _linear_back(x: np.ndarray, dy: np.ndarray, weight: np.ndarray, grads: dict, name: str,
+                 adapters: Adapters | None = None, adapter_grads: dict | None = None) -> np.ndarray:
+    """y = x W + b: fills d W and d b (summed over every row) and returns d x. With ``adapters`` W and b are frozen:
+    only d x, and the adapter's dA and dB (into ``adapter_grads``) where the layer has one."""
+    if adapters is not None:
+        return adapters.linear_back(name, x, weight, dy, adapter_grads)
     grads[name + ".w"][...] = x.reshape(-1, x.shape[-1]).T @ dy.reshape(-1, dy.shape[-1])
     grads[name + ".b"][...] = dy.reshape(-1, dy.shape[-1]).sum(axis=0)
     return dy @ weight.T
 
 
 # --- the whole model --------------------------------------------------------------------------------
-def gpt_forward(theta: np.ndarray, idx: np.ndarray, config: GPTConfig):
-    """Logits (B, T, V) of token ids ``idx`` (B, T ≤ context), and the cache :func:`loss_and_grad` needs."""
+def _check_adapters(adapters, config: GPTConfig) -> Adapters | None:
+    """None, or adapters whose layers are linears of the blocks of ``config`` with matching A and B shapes."""
+    if adapters is None:
+        return None
+    shapes = dict(param_layout(config))
+    for name, a in check_type("adapters", adapters, Adapters).a.items():
+        shape = shapes.get(f"{name}.w") if name.endswith((".attn", ".proj", ".fc", ".out")) else None
+        if shape is None or a.shape[0] != shape[0] or adapters.b[name].shape[1] != shape[1]:
+            raise ValueError(f"adapters must adapt linears of this config's blocks (h0.attn, h0.proj, h0.fc, h0.out, "
+                             f"...) with A (d_in, r) and B (r, d_out) of their weight's shape {shape}; got {name!r} "
+                             f"with A {a.shape} and B {adapters.b[name].shape}")
+    return adapters
+
+
+def gpt_forward(theta: np.ndarray, idx: np.ndarray, config: GPTConfig, adapters: Adapters | None = None,
+                ops: ModelOps | None = None):
+    """Logits (B, T, V) of token ids ``idx`` (B, T ≤ context), and the cache :func:`loss_and_grad` needs; with
+    ``adapters`` (:class:`~mlsys_lab.capstone.lora.Adapters`), their layers run W + s·A·B, factored. Of ``ops``
+    the forward runs only a mixture of experts' routing and gate."""
+    ops = course_ops() if ops is None else check_type("ops", ops, ModelOps)
     w = views(theta, config)
+    adapters = _check_adapters(adapters, config)
     check_index_array("idx", check_array("idx", idx, ndim=2, kinds="iu"), config.vocab_size, of_name="characters")
     b, t = idx.shape
     if t > config.context:
@@ -228,28 +266,38 @@ def gpt_forward(theta: np.ndarray, idx: np.ndarray, config: GPTConfig):
     for layer in range(config.n_layers):
         p = f"h{layer}."
         h1, xhat1 = _layer_norm(x, w[p + "ln1.g"], w[p + "ln1.b"])
-        att, att_cache = _attention(h1, w, p, config.n_heads)
-        x2 = x + att @ w[p + "proj.w"] + w[p + "proj.b"]
+        att, att_cache = _attention(h1, w, p, config.n_heads, adapters)
+        x2 = x + _matmul(att, w, p + "proj", adapters) + w[p + "proj.b"]
         h2, xhat2 = _layer_norm(x2, w[p + "ln2.g"], w[p + "ln2.b"])
-        u = h2 @ w[p + "fc.w"] + w[p + "fc.b"]                            # (B, T, 4C)
-        a, da_du = _gelu_and_grad(u)
-        cache.append((x, h1, xhat1, att, att_cache, x2, h2, xhat2, da_du, a))
-        x = x2 + a @ w[p + "out.w"] + w[p + "out.b"]
+        if config.moe is None:
+            u = _matmul(h2, w, p + "fc", adapters) + w[p + "fc.b"]       # (B, T, 4C)
+            a, da_du = _gelu_and_grad(u)
+            cache.append((x, h1, xhat1, att, att_cache, x2, h2, xhat2, (da_du, a)))
+            x = x2 + _matmul(a, w, p + "out", adapters) + w[p + "out.b"]
+        else:  # the B·T tokens of the batch are one routing group
+            y, moe_cache = _moe_forward(h2.reshape(b * t, -1), w, p, config.moe, ops.route_with_capacity,
+                                        ops.top_k_gate, _gelu_and_grad)
+            cache.append((x, h1, xhat1, att, att_cache, x2, h2, xhat2, moe_cache))
+            x = x2 + y.reshape(x2.shape)
     hf, xhatf = _layer_norm(x, w["lnf.g"], w["lnf.b"])
     return hf @ w["head.w"], (idx, cache, x, hf, xhatf)
 
 
 def loss_and_grad(theta: np.ndarray, idx: np.ndarray, targets: np.ndarray, config: GPTConfig,
-                  ops: ModelOps | None = None) -> tuple[float, np.ndarray]:
-    """Mean cross-entropy of next-token ``targets`` (B, T) and its gradient, a flat vector shaped like ``theta``."""
+                  ops: ModelOps | None = None, adapters: Adapters | None = None) -> tuple[float, np.ndarray | dict]:
+    """Mean cross-entropy of next-token ``targets`` (B, T) and its gradient, a flat vector shaped like ``theta``.
+
+    With ``adapters`` θ is frozen and the gradient is the adapters' instead, {layer: (dA, dB)}: no dW is computed.
+    """
     ops = course_ops() if ops is None else check_type("ops", ops, ModelOps)
     _config(config)
     check_array("idx", idx, ndim=2, kinds="iu")
     if check_array("targets", targets, kinds="iu").shape != np.shape(idx):
         raise ValueError(f"targets must have the shape of idx {np.shape(idx)}; got {np.shape(targets)}")
     check_index_array("targets", targets, config.vocab_size, of_name="characters")
-    logits, (idx, cache, x_last, hf, xhatf) = gpt_forward(theta, idx, config)
+    logits, (idx, cache, x_last, hf, xhatf) = gpt_forward(theta, idx, config, adapters, ops)
     w = views(theta, config)
+    tuned: dict = {}  # the adapters' (dA, dB) by layer
     grad = np.zeros_like(theta)
     g = views(grad, config)
     b, t, v = logits.shape
@@ -257,17 +305,25 @@ def loss_and_grad(theta: np.ndarray, idx: np.ndarray, targets: np.ndarray, confi
     losses, dlogits = ops.cross_entropy(logits.reshape(n, v), targets.reshape(n), 0.0,
                                         np.full(n, 1.0 / n, dtype=theta.dtype))
     dlogits = np.asarray(dlogits, dtype=theta.dtype).reshape(b, t, v)
-    g["head.w"][...] = hf.reshape(n, -1).T @ dlogits.reshape(n, v)
+    if adapters is None:
+        g["head.w"][...] = hf.reshape(n, -1).T @ dlogits.reshape(n, v)
     dx = _layer_norm_back(ops, x_last, xhatf, w["lnf.g"], dlogits @ w["head.w"].T, g, "lnf")
     for layer in reversed(range(config.n_layers)):
         p = f"h{layer}."
-        x, h1, xhat1, att, att_cache, x2, h2, xhat2, da_du, a = cache[layer]
-        da = _linear_back(a, dx, w[p + "out.w"], g, p + "out")            # dx flows on through the residual
-        dh2 = _linear_back(h2, da * da_du, w[p + "fc.w"], g, p + "fc")
+        x, h1, xhat1, att, att_cache, x2, h2, xhat2, mlp = cache[layer]
+        if config.moe is None:
+            da_du, a = mlp
+            da = _linear_back(a, dx, w[p + "out.w"], g, p + "out", adapters, tuned)  # dx flows on past the residual
+            dh2 = _linear_back(h2, da * da_du, w[p + "fc.w"], g, p + "fc", adapters, tuned)
+        else:
+            dh2 = _moe_backward(dx.reshape(b * t, -1), mlp, w, g, p).reshape(dx.shape)
         dx2 = dx + _layer_norm_back(ops, x2, xhat2, w[p + "ln2.g"], dh2, g, p + "ln2")
-        datt = _linear_back(att, dx2, w[p + "proj.w"], g, p + "proj")
-        dh1 = _linear_back(h1, _attention_back(ops, datt, att_cache, config.n_heads), w[p + "attn.w"], g, p + "attn")
+        datt = _linear_back(att, dx2, w[p + "proj.w"], g, p + "proj", adapters, tuned)
+        dh1 = _linear_back(h1, _attention_back(ops, datt, att_cache, config.n_heads), w[p + "attn.w"], g, p + "attn",
+                           adapters, tuned)
         dx = dx2 + _layer_norm_back(ops, x, xhat1, w[p + "ln1.g"], dh1, g, p + "ln1")
+    if adapters is not None:
+        return float(np.mean(losses)), tuned
     np.add.at(g["wte"], idx, dx)
     g["wpe"][:t] = dx.sum(axis=0)
     return float(np.mean(losses)), grad

@@ -16,8 +16,10 @@ from mlsys_lab.capstone.dp import average_gradients, ring_allreduce_on_ranks
 from mlsys_lab.capstone.gpu_loss import PIECE as GPU_LOSS
 from mlsys_lab.capstone.gpu_loss import kernel_cross_entropy
 from mlsys_lab.capstone.model import ModelOps, attention_vjp, cross_entropy_with_grad, layer_norm_grad
+from mlsys_lab.capstone.moe import capacity_routing, gate_combine
 from mlsys_lab.fault_tolerance.checkpoint_io import write_atomic
 from mlsys_lab.kernels.training_memory.softmax_xent import softmax_xent_on_gpu
+from mlsys_lab.peft.qlora import lora_linear, lora_linear_backward
 
 # name, lesson, what it does in the capstone, the course's version
 PIECES: tuple[tuple[str, str, str, Callable], ...] = (
@@ -27,7 +29,15 @@ PIECES: tuple[tuple[str, str, str, Callable], ...] = (
     ("ring_allreduce", "07", "sums the gradient buffer over the MPI ranks", ring_allreduce_on_ranks),
     ("average_gradients", "12", "packs, all-reduces and averages the gradients (this lesson)", average_gradients),
     ("crash_safe_writer", "09", "writes every checkpoint of the MPI run", write_atomic),
+    ("lora_forward", "10", "every adapted linear of the LoRA fine-tune, forward", lora_linear),
+    ("lora_backward", "10", "every adapted linear of the LoRA fine-tune, backward: dX, dA, dB", lora_linear_backward),
+    ("route_with_capacity", "11", "which experts take each token of the MoE model, within their capacity",
+     capacity_routing),
+    ("top_k_gate", "11", "the gate weights of the MoE model's experts (its combine tensor)", gate_combine),
 )
+# What the MPI ranks run (and report); the other pieces run in this process only.
+RANK_PIECES = ("softmax_cross_entropy", "layer_norm_backward", "attention_backward", "ring_allreduce",
+               "average_gradients", "crash_safe_writer", GPU_LOSS)
 # On a CUDA GPU the loss runs on a kernel instead of softmax_cross_entropy (mlsys_lab.capstone.gpu_loss).
 GPU_PIECES: tuple[tuple[str, str, str, Callable], ...] = (
     (GPU_LOSS, "06", "the loss and its gradient on a CUDA GPU, in one fused kernel (instead of "
@@ -44,6 +54,8 @@ class Stack:
     average_gradients: Callable
     write_checkpoint: Callable
     whose: dict
+    lora_forward: Callable = lora_linear
+    lora_backward: Callable = lora_linear_backward
     # The operators in float64 throughout (the loss from softmax_cross_entropy even on a GPU, whose loss kernel is
     # float32): what a central-difference gradient check needs.
     exact_ops: ModelOps | None = None
@@ -53,7 +65,7 @@ class Stack:
         """The course's pieces only (what the tests and the equality checks compare against)."""
         fns = {name: course for name, _, _, course in active_pieces()}
         return Stack(_ops(fns), fns["ring_allreduce"], fns["average_gradients"], fns["crash_safe_writer"],
-                     dict.fromkeys(fns, "the course's"), _exact_ops(fns))
+                     dict.fromkeys(fns, "the course's"), exact_ops=_exact_ops(fns))
 
 
 def active_pieces() -> tuple[tuple[str, str, str, Callable], ...]:
@@ -63,11 +75,13 @@ def active_pieces() -> tuple[tuple[str, str, str, Callable], ...]:
 
 def _ops(fns: dict) -> ModelOps:
     loss = kernel_cross_entropy(fns[GPU_LOSS]) if GPU_LOSS in fns else fns["softmax_cross_entropy"]
-    return ModelOps(loss, fns["layer_norm_backward"], fns["attention_backward"])
+    return ModelOps(loss, fns["layer_norm_backward"], fns["attention_backward"], fns["route_with_capacity"],
+                    fns["top_k_gate"])
 
 
 def _exact_ops(fns: dict) -> ModelOps:
-    return ModelOps(fns["softmax_cross_entropy"], fns["layer_norm_backward"], fns["attention_backward"])
+    return ModelOps(fns["softmax_cross_entropy"], fns["layer_norm_backward"], fns["attention_backward"],
+                    fns["route_with_capacity"], fns["top_k_gate"])
 
 
 def load_stack(quiet: bool = False) -> Stack:
@@ -77,7 +91,7 @@ def load_stack(quiet: bool = False) -> Stack:
         fns[name] = pieces.piece(name, course=course, quiet=quiet)
         whose[name] = "yours" if fns[name] is not course else "the course's"
     return Stack(_ops(fns), fns["ring_allreduce"], fns["average_gradients"], fns["crash_safe_writer"], whose,
-                 _exact_ops(fns))
+                 fns["lora_forward"], fns["lora_backward"], exact_ops=_exact_ops(fns))
 
 
 def pieces_rows() -> list[dict[str, str]]:

@@ -12,6 +12,8 @@ from mlsys_lab.capstone.train import RunConfig
 from mlsys_lab.exercises.capstone import check_attention_backward, check_average_gradients
 from mlsys_lab.exercises.collectives import check_ring_allreduce
 from mlsys_lab.exercises.fault_tolerance import check_crash_safe_writer
+from mlsys_lab.exercises.moe import check_route_with_capacity, check_top_k_gate
+from mlsys_lab.exercises.peft import check_lora_backward, check_lora_forward
 from mlsys_lab.exercises.training_memory import (
     check_layer_norm_backward,
     check_softmax_cross_entropy,
@@ -29,6 +31,10 @@ EXERCISES = [  # notebook, function, its check
     ("09_fault_tolerance.ipynb", "write_checkpoint", check_crash_safe_writer),
     ("12_capstone.ipynb", "attention_backward", check_attention_backward),
     ("12_capstone.ipynb", "average_gradients", check_average_gradients),
+    ("10_peft.ipynb", "lora_forward", check_lora_forward),
+    ("10_peft.ipynb", "lora_backward", check_lora_backward),
+    ("11_moe.ipynb", "route_with_capacity", check_route_with_capacity),
+    ("11_moe.ipynb", "top_k_gate", check_top_k_gate),
 ] + ([("06_training_memory.ipynb", "softmax_xent_cuda", check_softmax_xent_cuda)] if backend.on_gpu else [])
 
 
@@ -51,6 +57,7 @@ def test_a_passing_check_keeps_the_learners_function_with_the_modules_it_reads(p
     assert all(row["runs"] == "yours" or row["runs"].startswith("not here: ") for row in pieces_rows())
     out = capsys.readouterr().out
     assert "ring_allreduce: yours (lesson 07 collectives" in out and "average_gradients: yours (lesson 12" in out
+    assert getattr(stack.lora_forward, "is_yours", False) and getattr(stack.lora_backward, "is_yours", False)
     ring = stack.ring_allreduce  # its cell reads np, imported in the notebook's first cell: it came along
     from mlsys_lab.collectives.network import Network
     assert np.array_equal(ring([np.arange(5.0), np.ones(5)], Network(2))[1], np.arange(5.0) + 1)

@@ -113,25 +113,27 @@ def test_kernel_protocol_holds_times_and_returns_results(worker_serving, n):
 @pytest.mark.skipif(__import__("mlsys_lab.backend").backend.on_gpu, reason="a GPU answers here: the checks run")
 def test_without_a_gpu_each_cuda_check_says_so_in_one_line_and_calls_nothing(capsys):
     """The line a CPU-executed lesson stores, and the Verdict a grader reads (``needs``: not graded, never failed)."""
+    from mlsys_lab.course.checks import lessons
     from mlsys_lab.exercises import TODO, VERDICT_SINK
-    from mlsys_lab.exercises.memory_hierarchy import check_transpose_cuda
-    from mlsys_lab.exercises.operators import check_bias_gelu
-    from mlsys_lab.exercises.roofline import check_reduce_sum
 
     def never(*args):
         raise AssertionError("the learner's function was called without a GPU")
 
+    names = [name for _, name in LESSONS]
+    slugs = {name: lesson.split("_", 1)[1] for lesson, name in LESSONS}
     verdicts = []
     token = VERDICT_SINK.set(verdicts.append)
     try:
-        for check in (check_bias_gelu, check_reduce_sum, check_transpose_cuda):
-            assert check(never) is None
+        for name in names:
+            assert getattr(lessons()[slugs[name]], f"check_{name}")(never) is None
     finally:
         VERDICT_SINK.reset(token)
     lines = capsys.readouterr().out.splitlines()
-    names = ("bias_gelu", "reduce_sum", "transpose_cuda")
-    assert lines == [f"… {n}: needs a CUDA GPU, not graded here (open the Colab badge for a free T4)" for n in names]
-    assert [(v.status, v.needs, v.n_cases) for v in verdicts] == [(TODO, "a CUDA GPU", 0)] * 3
+    assert len(lines) == len(names) == len(verdicts) >= 8
+    for name, line, verdict in zip(names, lines, verdicts, strict=True):
+        needs = MIN_ARCH.get(name) and "a CUDA GPU of compute capability 8.0 or newer"
+        assert line.startswith(f"… {name}: needs {needs or 'a CUDA GPU'}") and "not graded here" in line, line
+        assert (verdict.status, verdict.n_cases) == (TODO, 0) and verdict.needs.startswith("a CUDA GPU"), verdict
 
 
 def test_learner_compile_errors_name_the_learners_lines():

@@ -296,6 +296,58 @@ def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
             q=heads(1), k=heads(2), v=heads(3), probs=np.tril(np.full((1, 2, 3, 3), 1 / 3)), dy=heads(4), scale=0.5),
         "mlsys_lab.capstone.model.flatten": lambda: dict(arrays=views(init_theta(tiny), tiny), config=tiny),
         "mlsys_lab.capstone.text.Corpus": lambda: dict(tokens=np.array([0, 1, 2, 1], dtype=np.uint8), chars="abc"),
+        **_capstone_peft_moe_table(),
+    }
+
+
+def _capstone_peft_moe_table() -> dict[str, typing.Callable[[], dict]]:
+    """Lesson 12's LoRA fine-tune and mixture of experts, on the same tiny transformer (milliseconds a call)."""
+    from mlsys_lab.capstone import finetune as ft
+    from mlsys_lab.capstone.model import GPTConfig, init_theta
+    from mlsys_lab.capstone.moe import MoeConfig
+    from mlsys_lab.capstone.train import RunConfig
+
+    tiny = GPTConfig(vocab_size=62, context=8, d_model=8, n_heads=2, n_layers=1)
+    tiny64 = GPTConfig(vocab_size=7, context=4, d_model=8, n_heads=2, n_layers=1, dtype="float64")
+    moe64 = GPTConfig(vocab_size=7, context=4, d_model=8, n_heads=2, n_layers=1, dtype="float64", moe=MoeConfig())
+    run = RunConfig(model=tiny, batch_size=2)
+    lora = ft.LoraConfig(rank=2)
+
+    def adapters():
+        return ft.adapters_of(ft.init_adapters(tiny, lora) + 0.1, tiny, lora)
+
+    logits = np.array([[0.5, -1.0, 2.0, 0.1], [1.5, 0.2, -0.3, 0.9], [0.0, 0.4, 1.1, -2.0]])
+    return {
+        "mlsys_lab.capstone.lora.Adapters": lambda: dict(a={"h0.proj": np.ones((8, 2))}, b={"h0.proj": np.ones((2, 8))},
+                                                         scale=0.5),
+        "mlsys_lab.capstone.finetune.LoraConfig": lambda: dict(rank=2, alpha=4.0, targets=("proj", "out")),
+        "mlsys_lab.capstone.finetune.adapter_layout": lambda: dict(config=tiny, lora=lora),
+        "mlsys_lab.capstone.finetune.lora_counts": lambda: dict(config=tiny, lora=lora),
+        "mlsys_lab.capstone.finetune.init_adapters": lambda: dict(config=tiny, lora=lora, seed=1),
+        "mlsys_lab.capstone.finetune.adapters_of": lambda: dict(phi=ft.init_adapters(tiny, lora), config=tiny,
+                                                                lora=lora),
+        "mlsys_lab.capstone.finetune.finetune_splits": lambda: {},
+        "mlsys_lab.capstone.finetune.lora_held_out_loss": lambda: dict(theta=init_theta(tiny), config=run,
+                                                                       adapters=adapters(), n_batches=1),
+        "mlsys_lab.capstone.finetune.lora_finetune": lambda: dict(theta=init_theta(tiny), config=run, lora=lora,
+                                                                  n_steps=2),
+        "mlsys_lab.capstone.finetune.merge_adapters": lambda: dict(theta=init_theta(tiny), adapters=adapters(),
+                                                                   config=tiny),
+        "mlsys_lab.capstone.finetune.lora_gradient_check": lambda: dict(config=tiny64, lora=ft.LoraConfig(rank=1),
+                                                                        n_coords=3),
+        "mlsys_lab.capstone.moe.MoeConfig": lambda: dict(n_experts=4, top_k=2, capacity_factor=1.25, d_hidden=16),
+        "mlsys_lab.capstone.moe.moe_layout": lambda: dict(d_model=8, moe=MoeConfig()),
+        "mlsys_lab.capstone.moe.expert_params": lambda: dict(d_model=8, moe=MoeConfig()),
+        "mlsys_lab.capstone.moe.capacity_routing": lambda: dict(logits=logits, k=2, capacity=2),
+        "mlsys_lab.capstone.moe.gate_combine": lambda: dict(logits=logits, k=2, capacity=2),
+        "mlsys_lab.capstone.moe.routing_stats": lambda: dict(indices=np.array([[0, 1], [0, 2]]),
+                                                             kept=np.array([[True, True], [False, True]]), n_experts=4),
+        "mlsys_lab.capstone.moe_train.MoeLog": lambda: dict(losses=[2.0, 1.5], seconds=0.1, dropped=[0.1, 0.0],
+                                                            load=[np.full((1, 4), 0.25)] * 2),
+        "mlsys_lab.capstone.moe_train.train_moe_model": lambda: dict(
+            config=RunConfig(model=GPTConfig(vocab_size=62, context=8, d_model=8, n_heads=2, n_layers=1,
+                                             moe=MoeConfig()), batch_size=2), n_steps=2),
+        "mlsys_lab.capstone.moe_train.moe_gradient_check": lambda: dict(config=moe64, n_coords=3),
     }
 
 
