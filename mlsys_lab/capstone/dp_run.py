@@ -118,5 +118,22 @@ def main(argv: list[str] | None = None) -> None:
         }))
 
 
+def abort_on_failure(run) -> None:
+    """Run ``run()``; a rank whose run raises prints its error and aborts the whole job (``MPI_Abort``): a rank
+    that fails alone (rank 0 writing a checkpoint with a broken writer) must not leave the others waiting for it in
+    an all-reduce until the launcher's time limit."""
+    try:
+        run()
+    except Exception:
+        import sys
+        import traceback
+
+        from mpi4py import MPI
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)
+
+
 if __name__ == "__main__":
-    main()
+    abort_on_failure(main)

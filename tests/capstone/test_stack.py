@@ -4,45 +4,16 @@ reported as theirs; a broken piece is named."""
 import numpy as np
 import pytest
 
-from mlsys_lab import backend, pieces
+from mlsys_lab import pieces
 from mlsys_lab.capstone.launch import run_data_parallel
 from mlsys_lab.capstone.model import GPTConfig
 from mlsys_lab.capstone.stack import active_pieces, load_stack, pieces_rows
 from mlsys_lab.capstone.train import RunConfig
-from mlsys_lab.exercises.capstone import check_attention_backward, check_average_gradients
 from mlsys_lab.exercises.collectives import check_ring_allreduce
-from mlsys_lab.exercises.fault_tolerance import check_crash_safe_writer
-from mlsys_lab.exercises.moe import check_route_with_capacity, check_top_k_gate
-from mlsys_lab.exercises.peft import check_lora_backward, check_lora_forward
-from mlsys_lab.exercises.training_memory import (
-    check_layer_norm_backward,
-    check_softmax_cross_entropy,
-    check_softmax_xent_cuda,
-)
 from mlsys_lab.mpi import find_mpiexec
 
 needs_mpi = pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec (pip install mpich mpi4py)")
 CONFIG = RunConfig(model=GPTConfig(d_model=32, n_heads=2, n_layers=2, context=32), batch_size=7, lr=1e-2)
-
-EXERCISES = [  # notebook, function, its check
-    ("06_training_memory.ipynb", "softmax_cross_entropy", check_softmax_cross_entropy),
-    ("06_training_memory.ipynb", "layer_norm_backward", check_layer_norm_backward),
-    ("07_collectives.ipynb", "ring_allreduce", check_ring_allreduce),
-    ("09_fault_tolerance.ipynb", "write_checkpoint", check_crash_safe_writer),
-    ("12_capstone.ipynb", "attention_backward", check_attention_backward),
-    ("12_capstone.ipynb", "average_gradients", check_average_gradients),
-    ("10_peft.ipynb", "lora_forward", check_lora_forward),
-    ("10_peft.ipynb", "lora_backward", check_lora_backward),
-    ("11_moe.ipynb", "route_with_capacity", check_route_with_capacity),
-    ("11_moe.ipynb", "top_k_gate", check_top_k_gate),
-] + ([("06_training_memory.ipynb", "softmax_xent_cuda", check_softmax_xent_cuda)] if backend.on_gpu else [])
-
-
-def keep_every_piece(learner, capsys) -> None:
-    for notebook, function, check in EXERCISES:
-        check(learner.solved(notebook, function))
-    assert capsys.readouterr().out.count("✓") == len(EXERCISES)
-
 
 def test_without_pieces_the_course_runs_and_says_so(piece_store, capsys):
     stack = load_stack()
@@ -50,8 +21,8 @@ def test_without_pieces_the_course_runs_and_says_so(piece_store, capsys):
     assert capsys.readouterr().out.count("the course's (yours is not written yet)") == len(active_pieces())
 
 
-def test_a_passing_check_keeps_the_learners_function_with_the_modules_it_reads(piece_store, learner, capsys):
-    keep_every_piece(learner, capsys)
+def test_a_passing_check_keeps_the_learners_function_with_the_modules_it_reads(piece_store, keep_every_piece, capsys):
+    keep_every_piece()
     stack = load_stack()
     assert set(stack.whose.values()) == {"yours"}
     assert all(row["runs"] == "yours" or row["runs"].startswith("not here: ") for row in pieces_rows())
@@ -64,9 +35,9 @@ def test_a_passing_check_keeps_the_learners_function_with_the_modules_it_reads(p
 
 
 @needs_mpi
-def test_the_mpi_ranks_run_the_learners_pieces_and_end_where_the_course_pieces_do(piece_store, learner, capsys,
+def test_the_mpi_ranks_run_the_learners_pieces_and_end_where_the_course_pieces_do(piece_store, keep_every_piece,
                                                                                   tmp_path):
-    keep_every_piece(learner, capsys)
+    keep_every_piece()
     theirs = run_data_parallel(CONFIG, 6, n_ranks=2, folder=tmp_path, every=3)
     assert set(theirs["pieces"].values()) == {"yours"} and theirs["checkpoints"] == [3, 6]
     ours = run_data_parallel(CONFIG, 6, n_ranks=2, course_pieces=True)

@@ -85,6 +85,7 @@ EXCLUDED_MODULES_BY_CATEGORY: dict[str, dict[str, str]] = {
         "mlsys_lab.fault_tolerance.kill_resume": "starts and kills training processes",
         "mlsys_lab.capstone.dp_run": "runs under mpiexec (processes)",
         "mlsys_lab.capstone.launch": "launches MPI processes and kills one with SIGKILL",
+        "mlsys_lab.capstone.verify": "runs the capstone over MPI processes, kills one, swaps pieces in the store",
     },
     GPU: {
         "mlsys_lab.kernels.loader": "compiles CUDA sources (needs nvcc and a GPU)",
