@@ -15,6 +15,9 @@ Modules, in the order of the lesson:
 * :mod:`.accounting`: Memory accounting for training (内存使用): what a step keeps, predicted from shapes and
   measured; the transformer shapes later lessons count with.
 * :mod:`.mixed_precision`: fp16 and bf16 from their bit layouts, loss scaling, fp32 master weights (混合精度).
+* :mod:`.fp8`: FP8 E4M3 rounding (ties to even, saturating) and DeepSeek-V3's per-block scales (1 × 128, 128 × 128).
+* :mod:`.fp8_gemm`: the block-scaled FP8 GEMM with limited-precision accumulation promoted to FP32 every 128
+  products (DeepSeek-V3 §3.3.2), and the error bound a GPU kernel of it is checked with.
 * :mod:`.recompute`: Activation (gradient) checkpointing on the autodiff engine, measured (Chen et al. 2016);
   any plan of segments over a chain of uneven layers, run event by event.
 * :mod:`.quantize`: Quantization (量化): integers plus scales in place of floats, and what it costs in error;

@@ -25,7 +25,8 @@ import tracemalloc
 from typing import Any, Callable
 
 from mlsys_lab import backend
-from mlsys_lab.validation import check_choice, check_finite, check_int, check_type
+from mlsys_lab.kernels.memory_hierarchy.flash_attention_backward import AttentionBackwardBytes, attention_backward_bytes
+from mlsys_lab.validation import check_choice, check_divides, check_finite, check_int, check_type
 
 PRECISIONS = ("fp32", "mixed")
 OPTIMIZERS = ("adam", "sgd", "sgd_momentum")
@@ -209,6 +210,19 @@ def transformer_training_bytes(shape: TransformerShape, batch: int, seq: int, pr
     per_layer = transformer_layer_activation_bytes(batch, seq, shape.hidden, shape.n_heads, recompute,
                                                    value_bytes)
     return training_memory_bytes(shape.n_params, precision, optimizer, shape.n_layers * per_layer)
+
+
+def attention_backward_model_bytes(shape: TransformerShape, batch: int, seq: int,
+                                   value_bytes: int = 2) -> tuple[AttentionBackwardBytes, AttentionBackwardBytes]:
+    """(one layer, all layers) of what attention keeps for its backward: a fused (FlashAttention) backward's O and
+    log-sum-exp against the probabilities P of one that stores them (the 2·a·s²·b of Korthikanti's count), from
+    :func:`~mlsys_lab.kernels.memory_hierarchy.flash_attention_backward.attention_backward_bytes` with head
+    dimension hidden / n_heads."""
+    check_type("shape", shape, TransformerShape)
+    check_divides("n_heads", shape.n_heads, of_name="hidden", of_value=shape.hidden)
+    layer = attention_backward_bytes(batch, shape.n_heads, seq, shape.hidden // shape.n_heads, value_bytes)
+    n = shape.n_layers
+    return layer, AttentionBackwardBytes(n * layer.qkv, n * layer.fused, n * layer.stored_p)
 
 
 def mlp_step_bytes(d_in: int, width: int, n_blocks: int, n_classes: int, batch: int, *, expansion: int = 4,

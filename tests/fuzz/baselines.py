@@ -351,7 +351,50 @@ def _capstone_peft_moe_table() -> dict[str, typing.Callable[[], dict]]:
     }
 
 
-TABLE = {**_table(), **_typed_table(), **_capstone_table()}
+def _attention_backward_fp8_table() -> dict[str, typing.Callable[[], dict]]:
+    """The FlashAttention backward reference (lesson 04) and the block-scaled FP8 GEMM (lesson 06), on tiny shapes."""
+    from mlsys_lab.kernels.memory_hierarchy import flash_attention_backward as fab
+    from mlsys_lab.training_memory import fp8
+
+    rng = np.random.default_rng(0)
+    q, k, v, do = (rng.standard_normal((1, 2, 5, 4)) for _ in range(4))
+    o, lse = fab.attention_forward_lse(q, k, v)
+    qa = lambda: fp8.quantize_fp8_blocks(rng.standard_normal((2, 256)))  # noqa: E731
+    qb = lambda: fp8.quantize_fp8_blocks(rng.standard_normal((3, 256)), 128, 128)  # noqa: E731
+    mh, tm = "mlsys_lab.kernels.memory_hierarchy.flash_attention_backward.", "mlsys_lab.training_memory."
+    return {
+        mh + "attention_forward_lse": lambda: dict(q=q, k=k, v=v, causal=True),
+        mh + "attention_backward_dense": lambda: dict(q=q, k=k, v=v, do=do, causal=True),
+        mh + "attention_backward_tiled": lambda: dict(q=q, k=k, v=v, o=o, do=do, lse=lse, block_rows=2, block_cols=3),
+        mh + "attention_backward_flop": lambda: dict(batch=1, heads=2, seq=8, head_dim=4, causal=True),
+        mh + "attention_backward_bytes": lambda: dict(batch=1, heads=2, seq=8, head_dim=4),
+        mh + "AttentionBackwardBytes": lambda: dict(qkv=3.0, fused=2.0, stored_p=8.0),
+        tm + "accounting.attention_backward_model_bytes": lambda: dict(
+            shape=_tiny_transformer_shape(), batch=1, seq=16),
+        tm + "fp8.e4m3_bits": lambda: dict(x=np.linspace(-500, 500, 9)),
+        tm + "fp8.round_to_e4m3": lambda: dict(x=np.linspace(-500, 500, 9)),
+        tm + "fp8.BlockScaledFp8": lambda: dict(codes=np.zeros((2, 4), np.uint8), scales=np.ones((2, 2), np.float32),
+                                                 block=(1, 2)),
+        tm + "fp8.quantize_fp8_blocks": lambda: dict(x=rng.standard_normal((4, 8)), block_rows=1, block_cols=4),
+        tm + "fp8.dequantize_fp8_blocks": lambda: dict(q=qa()),
+        tm + "fp8.outlier_activations": lambda: dict(rows=4, cols=8, n_outliers=2, factor=100.0),
+        tm + "fp8.fp8_quantization_error": lambda: dict(x=rng.standard_normal((4, 8)), block_rows=1, block_cols=4,
+                                                        outlier_columns=2),
+        tm + "fp8_gemm.round_mantissa": lambda: dict(x=np.linspace(-3, 3, 7), mantissa_bits=5),
+        tm + "fp8_gemm.fp8_block_gemm": lambda: dict(a=qa(), b=qb()),
+        tm + "fp8_gemm.fp8_gemm_error_bound": lambda: dict(a=qa(), b=qb()),
+        tm + "fp8_gemm.fp8_gemm_error_coefficient": lambda: dict(k=256),
+    }
+
+
+def _tiny_transformer_shape():
+    """A two-layer, four-head transformer shape (width 16)."""
+    from mlsys_lab.training_memory.accounting import TransformerShape
+
+    return TransformerShape("tiny", 2, 16, 4, 32)
+
+
+TABLE = {**_table(), **_typed_table(), **_capstone_table(), **_attention_backward_fp8_table()}
 
 
 def _literals(fn) -> list[str]:

@@ -7,7 +7,9 @@
 * :mod:`.fused`: one-pass row softmax, a fused SiLU chain, a two-stage sum at copy bandwidth (``fused.cu``);
 * :mod:`.sgemm`: the SGEMM progression, C = A @ B in FP32, naive to warp-tiled (``sgemm.cu``);
 * :mod:`.bf16_gemm`: the tensor-core ladder, C = A · Bᵀ in BF16, WMMA to Hopper wgmma + TMA (``bf16_gemm.cu``);
-* :mod:`.flash_attention`: a fused attention forward on tensor cores, FlashAttention-2 (``flash_attention.cu``).
+* :mod:`.flash_attention`: a fused attention forward on tensor cores, FlashAttention-2 (``flash_attention.cu``);
+* :mod:`.flash_attention_backward`: the tiled backward of FlashAttention-2 (Algorithm 2) in NumPy, the reference a
+  fused backward is checked against, and its FLOP and byte counts.
 
 Every launcher takes and returns device arrays and raises :class:`~mlsys_lab.kernels.loader.GPUUnavailable` on a
 CPU; every NumPy reference beside it takes and returns NumPy arrays. The warp-level model that predicts what
