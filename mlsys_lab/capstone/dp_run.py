@@ -124,13 +124,15 @@ def abort_on_failure(run) -> None:
     an all-reduce until the launcher's time limit."""
     try:
         run()
-    except Exception:
+    except Exception as exc:
         import sys
         import traceback
 
         from mpi4py import MPI
 
         traceback.print_exc()
+        # the last line the launcher's message quotes: which rank, and what it raised
+        print(f"rank {MPI.COMM_WORLD.Get_rank()} failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
         sys.stderr.flush()
         MPI.COMM_WORLD.Abort(1)
 

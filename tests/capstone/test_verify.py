@@ -62,7 +62,8 @@ def test_a_rank_that_fails_alone_ends_the_job_at_once(piece_store, keep_every_pi
     keep_every_piece()
     record = piece_store / "crash_safe_writer.json"
     text = record.read_text()
-    record.write_text(text.replace("    tmp = path.with_name(", "    raise OSError('disk full')\\n    tmp = path.with_name(", 1))
+    broken = text.replace("    tmp = path.with_name(", "    raise OSError('disk full')\\n    tmp = path.with_name(", 1)
+    record.write_text(broken)
     start = time.monotonic()
     with pytest.raises(RuntimeError, match="disk full"):
         run_data_parallel(VERIFY_CONFIG, 4, n_ranks=2, folder=tmp_path, every=2, timeout_s=120)
