@@ -131,8 +131,9 @@ def abort_on_failure(run) -> None:
         from mpi4py import MPI
 
         traceback.print_exc()
-        # the last line the launcher's message quotes: which rank, and what it raised
-        print(f"rank {MPI.COMM_WORLD.Get_rank()} failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+        # the last line the launcher's message quotes: which rank, and what it raised, whole (a piece's failure ends
+        # with the use_course call that switches it off)
+        print(f"rank {MPI.COMM_WORLD.Get_rank()} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.stderr.flush()
         MPI.COMM_WORLD.Abort(1)
 
