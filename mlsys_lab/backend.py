@@ -129,6 +129,22 @@ def asnumpy(array) -> numpy.ndarray:
     return numpy.asarray(array)
 
 
+def to_device(values) -> tuple:
+    """The NumPy arrays among ``values`` copied to the array module's device (the GPU under CuPy); the rest as
+    they are: the arguments of a launcher, from NumPy inputs."""
+    if not isinstance(values, (tuple, list)):
+        raise TypeError(f"values must be a tuple or list of arguments; got {type(values).__name__}")
+    return tuple(xp.asarray(v) if isinstance(v, numpy.ndarray) else v for v in values)
+
+
+def to_host(value):
+    """A device array copied back as a NumPy array, a tuple or list of them item by item (a kernel that returns
+    a loss and its gradient); anything else as it is."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_host(item) for item in value)
+    return asnumpy(value) if hasattr(value, "__cuda_array_interface__") else value
+
+
 def module_of(*arrays) -> ModuleType:
     """The array module that ``arrays`` live in: CuPy when any of them is on the GPU, else NumPy.
 

@@ -16,6 +16,7 @@ MPI ranks read the same piece store, so a swap reaches them too.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import tempfile
 from dataclasses import dataclass, field
@@ -72,8 +73,15 @@ def _relative(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-300))
 
 
+@functools.lru_cache(maxsize=4)
+def _course_run(config: RunConfig, n_steps: int):
+    """The course's single-process run: what the operators and the data-parallel check compare with, computed once
+    (a check rerun with a piece swapped compares with the same run)."""
+    return train(config, n_steps, ops=course_ops())
+
+
 def _operators(config: RunConfig, n_steps: int, _folder: Path) -> tuple[bool, str]:
-    ours, ours_log = train(config, n_steps, ops=course_ops())
+    ours, ours_log = _course_run(config, n_steps)
     stack = load_stack(quiet=True)
     theirs, theirs_log = train(config, n_steps, ops=stack.exact_ops)
     losses = _relative(np.array(theirs_log.losses), np.array(ours_log.losses))
@@ -83,7 +91,7 @@ def _operators(config: RunConfig, n_steps: int, _folder: Path) -> tuple[bool, st
 
 
 def _data_parallel(config: RunConfig, n_steps: int, _folder: Path) -> tuple[bool, str]:
-    single, _ = train(config, n_steps, ops=course_ops())
+    single, _ = _course_run(config, n_steps)
     parallel = run_data_parallel(config, n_steps, n_ranks=2)
     gap = _relative(parallel["theta"], single.theta)
     return bool(gap <= RTOL), f"2 ranks, θ after {n_steps} steps within {gap:.1e} of one process (≤ {RTOL:g})"

@@ -264,25 +264,16 @@ def _timed_request(message: dict, fn: Callable, held: dict[str, Any], used: set[
 
 def _on_device(args: list, device: bool) -> list:
     """For a kernel exercise (``device``): the NumPy arrays among ``args`` copied to the GPU."""
-    if not device:
-        return args
-    import numpy
-
     from mlsys_lab import backend
 
-    return [backend.xp.asarray(a) if isinstance(a, numpy.ndarray) else a for a in args]
+    return list(backend.to_device(args)) if device else args
 
 
 def _on_host(value: Any) -> Any:
-    """A GPU array the learner's function returned, copied back as a NumPy array (plain data); a tuple or list of
-    them (a kernel that returns two results: a loss and its gradient) item by item."""
-    if isinstance(value, (tuple, list)):
-        return type(value)(_on_host(item) for item in value)
-    if hasattr(value, "__cuda_array_interface__"):
-        from mlsys_lab import backend
+    """What the learner's function returned, its GPU arrays copied back as NumPy arrays (plain data)."""
+    from mlsys_lab import backend
 
-        return backend.asnumpy(value)
-    return value
+    return backend.to_host(value)
 
 
 def _synchronize() -> None:

@@ -271,10 +271,16 @@ def check(name: str, fn: Callable, cases: Iterable[Case], compare: Callable[[Any
     verdict = evaluate(name, fn, cases, compare)
     if verdict.passed and figure is not None:
         verdict = Verdict(verdict.name, verdict.status, verdict.line, verdict.n_cases, str(figure()))
-    if verdict.passed and VERDICT_SINK.get() is None:  # a learner's own notebook, not the grader or a catalogue
-        module = sys._getframe(1).f_globals.get("__name__", "")
-        pieces.keep(name, fn if learner is None else learner, pieces.lesson_of_check_module(module))
+    if verdict.passed:
+        keep_learners_piece(name, fn if learner is None else learner, sys._getframe(1).f_globals.get("__name__", ""))
     return report(verdict)
+
+
+def keep_learners_piece(name: str, fn: Callable, check_module: str) -> None:
+    """In a learner's own notebook (no grader's sink: not the grader, not a catalogue), keep ``fn``, whose check in
+    ``check_module`` just passed, as their piece ``name``: later lessons and the capstone run it."""
+    if VERDICT_SINK.get() is None:
+        pieces.keep(name, fn, pieces.lesson_of_check_module(check_module))
 
 
 def report(verdict: Verdict) -> Verdict:

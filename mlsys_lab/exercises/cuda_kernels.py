@@ -38,13 +38,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from mlsys_lab import backend, pieces
+from mlsys_lab import backend
+from mlsys_lab.backend import to_device, to_host
 from mlsys_lab.exercises import (
     FAIL,
-    VERDICT_SINK,
     Case,
     Verdict,
     evaluate,
+    keep_learners_piece,
     not_graded_here,
     raised,
     report,
@@ -70,18 +71,6 @@ class IllegalMemoryAccess(RuntimeError):
 
 
 # ------------------------------------------------------------------ the learner's launcher, here or in a worker
-def to_device(args: tuple) -> tuple:
-    """NumPy arrays among ``args`` copied to the GPU; everything else as it is."""
-    return tuple(backend.xp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
-
-
-def to_host(value: Any) -> Any:
-    """A device array copied to a NumPy array, a tuple or list of them item by item; anything else as it is."""
-    if isinstance(value, (tuple, list)):
-        return type(value)(to_host(item) for item in value)
-    return backend.asnumpy(value) if hasattr(value, "__cuda_array_interface__") else value
-
-
 def synchronize() -> None:
     """Wait for every kernel queued on this GPU, on any stream (a launcher may use its own)."""
     backend.xp.cuda.runtime.deviceSynchronize()
@@ -286,11 +275,12 @@ def check_kernel(name: str, fn: Callable, make_cases: Callable[[], list[Case]], 
     and the timed case are made only where they will run (``make_cases()``, then ``make_timed()``)."""
     if not backend.on_gpu:
         return not_graded_here(name, NEEDS, WHERE)
+    check_module = sys._getframe(1).f_globals.get("__name__", "")
     runner = launcher(fn)
     verdict = evaluate(name, called(runner), make_cases(), compare)
     if make_timed is None:
         if verdict.passed:
-            keep_piece(name, fn, sys._getframe(1).f_globals.get("__name__", ""))
+            keep_learners_piece(name, fn, check_module)
         return report(verdict)
     if not verdict.passed:  # the speed point is at stake too: a kernel that is not correct earns neither
         return report(replace(verdict, floor_met=False) if verdict.status == FAIL else verdict)
@@ -312,16 +302,10 @@ def check_kernel(name: str, fn: Callable, make_cases: Callable[[], list[Case]], 
     hint = timed.slow_hint
     if not result.met and timed.lookalikes:
         hint = closest(result.seconds["yours"], timed.lookalikes, to_device(timed.args)) + (f"; {hint}" if hint else "")
-    keep_piece(name, fn, sys._getframe(1).f_globals.get("__name__", ""))
+    keep_learners_piece(name, fn, check_module)
     return report(Verdict(name, verdict.status, verdict.line, verdict.n_cases, result.figure(hint),
                           floor_met=result.met))
 
-
-def keep_piece(name: str, fn: Callable, check_module: str) -> None:
-    """In a learner's own notebook (no grader's sink), keep the launcher whose kernel just passed as their piece:
-    later lessons and the capstone run it on a GPU (:mod:`mlsys_lab.pieces`)."""
-    if VERDICT_SINK.get() is None:
-        pieces.keep(name, fn, pieces.lesson_of_check_module(check_module))
 
 
 def closest(seconds: float, lookalikes: dict[str, Callable], device_args: tuple) -> str:

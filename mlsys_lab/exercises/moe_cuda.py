@@ -21,7 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsys_lab.exercises import Case, rng
-from mlsys_lab.exercises.cuda_kernels import KernelRace, TimedCase, check_kernel, launcher, speed_point
+from mlsys_lab.exercises.cuda_kernels import (
+    KernelRace,
+    TimedCase,
+    check_kernel,
+    float32_result,
+    launcher,
+    speed_point,
+)
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.moe.permute import (
     moe_permute,
@@ -73,9 +80,7 @@ def _array_problem(got, expected: np.ndarray, what: str) -> str | None:
         return f"return a {what} float32 array on the GPU; got {type(got).__name__}"
     if got.shape != expected.shape:
         return f"got shape {got.shape}, expected {expected.shape} {what}"
-    if got.dtype != np.float32:
-        return f"got an array of dtype {got.dtype}; the kernel's output is float32"
-    return None
+    return float32_result(got)
 
 
 def permute_problem(got, expected: np.ndarray, sources: np.ndarray | None = None) -> str | None:

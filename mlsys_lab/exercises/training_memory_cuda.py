@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from mlsys_lab.backend import to_host
 from mlsys_lab.exercises import Case, rng, short
 from mlsys_lab.exercises.cuda_kernels import (
     KernelRace,
@@ -27,7 +28,6 @@ from mlsys_lab.exercises.cuda_kernels import (
     check_kernel,
     launcher,
     speed_point,
-    to_host,
 )
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.training_memory.softmax_xent import (

@@ -7,12 +7,9 @@ change and reports the names). A result of the wrong shape is told as a shape, n
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import numpy as np
 import pytest
+from catalogue import verdict
 
 from mlsys_lab.exercises import FAIL, PASS, Case, evaluate, mismatch
 
@@ -54,7 +51,6 @@ def test_a_change_inside_a_dict_argument_is_named_with_its_key():
 def test_a_real_exercise_names_the_logits_a_learner_shifted_in_place():
     """Lesson 06's softmax cross-entropy: `logits -= max` gives the right losses and gradients, and breaks the
     check's own arrays; the learner reads which argument, not a mismatch of values."""
-    from mlsys_lab.exercises import seeded
     from mlsys_lab.exercises.training_memory import check_softmax_cross_entropy
     from mlsys_lab.exercises.training_memory_references import reference_softmax_cross_entropy
 
@@ -62,16 +58,8 @@ def test_a_real_exercise_names_the_logits_a_learner_shifted_in_place():
         logits -= logits.max(axis=1, keepdims=True)
         return reference_softmax_cross_entropy(logits, labels, label_smoothing, grad_out)
 
-    from mlsys_lab.exercises import VERDICT_SINK
-
-    got = []
-    token = VERDICT_SINK.set(got.append)
-    try:
-        with seeded(3):
-            check_softmax_cross_entropy(shifted_in_place)
-    finally:
-        VERDICT_SINK.reset(token)
-    assert "changed its argument `logits` in place" in got[0].line, got[0].line
+    line = verdict(check_softmax_cross_entropy, shifted_in_place, 3).line
+    assert "changed its argument `logits` in place" in line, line
 
 
 @pytest.mark.parametrize(("got", "expected", "says"), [
@@ -92,26 +80,20 @@ def test_values_are_shown_when_the_shapes_agree():
     assert mismatch(np.ones(2), np.zeros(2)) == "got [1. 1.], expected [0. 0.]"
 
 
-def test_the_grader_hears_from_its_worker_that_an_argument_changed():
+def test_the_grader_hears_from_its_worker_that_an_argument_changed(worker_serving):
     """When grading, the check's arrays are not the ones the function got (those are the worker's copies): the
     worker reports the change, the stand-in raises it, and the verdict is the notebook's."""
-    from mlsys_lab.course import checks, wire, worker
-
-    def serve(fn):
-        grader_end, worker_end = socket.socketpair()
-        thread = threading.Thread(target=worker._answer, args=(worker_end, fn, set()), daemon=True)
-        thread.start()
-        return checks.LearnerFunction(grader_end, time.monotonic() + 60), thread
+    from mlsys_lab.course import wire
 
     for fn, status in ((sgd_in_place, FAIL), (sgd, PASS)):
-        proxy, thread = serve(fn)
+        proxy, thread = worker_serving(fn)
         verdict = evaluate("sgd_step", proxy, sgd_cases())
         assert verdict.status == status, verdict.line
         if status == FAIL:
             assert "your function changed its argument `w` in place" in verdict.line, verdict.line
         wire.send_message(proxy.sock, {"op": "done", "line": ""})
         thread.join(5)
-    proxy, thread = serve(sgd_in_place)
+    proxy, thread = worker_serving(sgd_in_place)
     assert evaluate("sgd_step", proxy, sgd_cases(may_change_args=(0,))).status == PASS
     wire.send_message(proxy.sock, {"op": "done", "line": ""})
     thread.join(5)
@@ -132,7 +114,6 @@ def test_an_output_argument_the_exercise_asks_for_may_change():
 def test_a_failure_under_another_cases_theme_names_the_step_where_the_state_diverged():
     """Lesson 06's loss scaler unscaling in fp16 fails first on the case labelled "NaN at step 2": the message says
     the weights left GradScaler's at step 0 while the scales still agreed, so the learner looks at the unscale."""
-    from mlsys_lab.exercises import VERDICT_SINK, seeded
     from mlsys_lab.exercises.training_memory import check_loss_scaling
 
     def unscale_in_fp16(backward, weights, lr, n_steps, init_scale, growth, backoff, interval):
@@ -151,12 +132,6 @@ def test_a_failure_under_another_cases_theme_names_the_step_where_the_state_dive
                 scale, clean = scale * growth, 0
         return {"weights": w, "scales": scales, "skipped": skipped}
 
-    got = []
-    token = VERDICT_SINK.set(got.append)
-    try:
-        with seeded(0):
-            check_loss_scaling(unscale_in_fp16)
-    finally:
-        VERDICT_SINK.reset(token)
-    assert "NaN at step 2" in got[0].line  # the case's theme is not what went wrong...
-    assert "they first differ from GradScaler's after step 0" in got[0].line, got[0].line  # ...and the message says so
+    line = verdict(check_loss_scaling, unscale_in_fp16, 0).line
+    assert "NaN at step 2" in line  # the case's theme is not what went wrong...
+    assert "they first differ from GradScaler's after step 0" in line, line  # ...and the message says so

@@ -72,25 +72,6 @@ def test_cuda_solutions_pass_and_faults_cost_one_exercise_each(tmp_path):
     assert all(r.passed for r in fine), [r.message for r in fine]
 
 
-@pytest.fixture
-def worker_serving():
-    """A worker's serve loop on one end of a socket pair (in a thread of this process), the grader's stand-in on
-    the other: the protocol of a kernel exercise, run on any machine (on a CPU the "device" arrays are NumPy's)."""
-    import socket
-    import threading
-    import time
-
-    from mlsys_lab.course import checks, worker
-
-    def serve(fn):
-        grader_end, worker_end = socket.socketpair()
-        thread = threading.Thread(target=worker._answer, args=(worker_end, fn, set()), daemon=True)
-        thread.start()
-        return checks.LearnerFunction(grader_end, time.monotonic() + 60), thread
-
-    return serve
-
-
 @pytest.mark.parametrize("n", [5, 2**24 + 3], ids=["small", "over the old 64 MiB message limit"])
 def test_kernel_protocol_holds_times_and_returns_results(worker_serving, n):
     """Do ``gpu_call``, ``gpu_hold``, ``gpu_seconds`` and ``gpu_last`` answer as the in-process runner does, for the

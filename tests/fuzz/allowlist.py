@@ -8,6 +8,7 @@ starts with "correct:" is not open work: the harness's judgement is wrong for it
 """
 
 ALLOWED: dict[str, str] = {
+    'mlsys_lab.backend.to_host:value': 'correct: to_host copies device arrays back and returns any other value as it is: a learner\'s function may return a number, a string or None, which the check then judges',
     'mlsys_lab.backend.asnumpy:array': 'correct: asnumpy copies an array to the host as it is: NaN in, the same NaN out (it is how results are compared with a reference, and a NaN result must reach that comparison to fail it)',
     'mlsys_lab.collectives.gradient_compression.TrainingRun:losses': 'correct: a record of a run that diverged holds its inf/NaN losses (SGD with too large a step does that; the lesson shows it), so the record cannot refuse them',
     'mlsys_lab.hardware.Hardware:memory_bytes': "correct: memory_bytes=nan is the documented 'capacity unknown' (a probe recorded elsewhere); fits_in_memory answers False for it",

@@ -116,29 +116,10 @@ PERMUTE_SLOW = {
                                                                              per_thread=True),
 }
 
-# the combine as a scatter-add: a block per pair adds weight * row into a zeroed out with atomics
-ATOMIC = ("""    const bool vec = d % 4 == 0;  // rows start 16 bytes apart: move four floats a load
-    const int width = vec ? d / 4 : d;
-    for (long long t = blockIdx.x; t < n_tokens; t += gridDim.x) {
-        for (int c = threadIdx.x; c < width; c += blockDim.x) {
-            float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            for (int j = 0; j < k; ++j) {
-                const long long p = t * k + j;
-                const int s = slot[p];
-                if (s < 0) continue;
-                const float w = weight[p];
-                const float* row = y + ((long long)expert[p] * capacity + s) * d;
-                if (vec) {
-                    const float4 v = reinterpret_cast<const float4*>(row)[c];
-                    acc.x += w * v.x; acc.y += w * v.y; acc.z += w * v.z; acc.w += w * v.w;
-                } else {
-                    acc.x += w * row[c];
-                }
-            }
-            if (vec) reinterpret_cast<float4*>(out + t * d)[c] = acc;
-            else out[t * d + c] = acc.x;
-        }
-    }""", """    for (long long p = blockIdx.x; p < (long long)n_tokens * k; p += gridDim.x) {
+# the combine as a scatter-add: a block per pair adds weight * row into a zeroed out with atomics (the edit replaces
+# the solution's whole body, from its first statement to the kernel's closing brace)
+GATHER_BODY = UNPERMUTE_SOURCE[UNPERMUTE_SOURCE.index("    const bool vec"):UNPERMUTE_SOURCE.rindex("\n}")]
+ATOMIC = (GATHER_BODY, """    for (long long p = blockIdx.x; p < (long long)n_tokens * k; p += gridDim.x) {
         const int s = slot[p];
         if (s < 0) continue;
         for (int c = threadIdx.x; c < d; c += blockDim.x)
