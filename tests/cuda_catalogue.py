@@ -9,8 +9,9 @@ answers; elsewhere they are skipped with the reason. On the GPU each catalogue r
 (the quick lane on the first ``QUICK_SEEDS`` of them): a seed costs a compile-free second or two, not the
 milliseconds of a CPU check, and a wrong kernel fails on its first wrong case.
 
-No wrong kernel here reads or writes outside its arrays: an illegal address would end the CUDA context of the
-whole test process (that failure is graded in a worker, tests/course/test_grade_cuda.py).
+No wrong kernel here reads or writes outside its arrays or misaligned: an illegal or misaligned address would end
+the CUDA context of the whole test process (that failure is graded in a worker, tests/course/test_grade_cuda.py),
+so a launcher that meets one stops the session, naming the kernel, instead of letting every later test fail.
 """
 
 from __future__ import annotations
@@ -28,12 +29,24 @@ GPU_SEEDS = range(50)  # the standard of every catalogue; the quick lane runs th
 needs_gpu = pytest.mark.skipif(not backend.on_gpu, reason=f"the CUDA exercises need a CUDA GPU ({backend.describe()})")
 
 
+_launched = ["nothing"]  # the last catalogue kernel launched: the one to name when the context is found lost
+
+
 def launcher(source: str, name: str, launch: Callable) -> Callable:
     """A learner's launcher: ``launch(kernel, *args)`` with ``kernel`` compiled from ``source`` on first use."""
     from mlsys_lab.kernels.learner import compile_learner_kernel
 
     def fn(*args):
-        return launch(compile_learner_kernel(source, name), *args)
+        try:
+            result = launch(compile_learner_kernel(source, name), *args)
+        except Exception as exc:  # a faulting kernel ends the GPU context: every later test would fail for it
+            if backend.context_lost(f"{type(exc).__name__}: {exc}"):
+                pytest.exit(f"the GPU context was lost before launching {name}: a kernel launched before it "
+                            f"({_launched[0]}, or the check's own) faulted ({exc}); a catalogue kernel must stay "
+                            "inside its arrays and aligned", returncode=3)
+            raise
+        _launched[0] = name
+        return result
 
     fn.__name__ = name
     return fn

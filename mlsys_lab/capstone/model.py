@@ -206,6 +206,16 @@ def _attention_back(ops: ModelOps, dy: np.ndarray, cache, n_heads: int) -> np.nd
     return np.concatenate([_merge(dq), _merge(dk), _merge(dv)], axis=-1)
 
 
+def causal_probs(q, k, scale):
+    """P = softmax(scale · q·kᵀ) with position i seeing positions j ≤ i: what the forward pass saved. q and k are
+    (B, H, T, D) floats; P is (B, H, T, T)."""
+    shape = check_array("q", q, ndim=4, kinds="f").shape
+    check_array("k", k, kinds="f", shape=shape)
+    scale = check_positive("scale", scale)
+    t = shape[2]
+    return softmax(np.where(np.tri(t, dtype=bool), scale * (q @ k.swapaxes(-1, -2)), -np.inf))
+
+
 def attention_vjp(q, k, v, probs, dy, scale):
     """(dq, dk, dv) of y = P·v, P = softmax(scale · q·kᵀ, causal), from dy, all (B, H, T, D); ``probs`` is P.
 

@@ -24,9 +24,8 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from mlsys_lab.capstone.dp import LocalGroup
-from mlsys_lab.capstone.model import attention_vjp
+from mlsys_lab.capstone.model import attention_vjp, causal_probs
 from mlsys_lab.exercises import Case, check, rng, short
-from mlsys_lab.nn import softmax
 from mlsys_lab.parallelism import comm as tensor_comm
 
 
@@ -190,12 +189,6 @@ def check_average_gradients(fn: Callable) -> None:
 def reference_attention_backward(q, k, v, probs, dy, scale):
     """(dq, dk, dv) of y = P·v with P = softmax(scale · q·kᵀ) under the causal mask."""
     return attention_vjp(q, k, v, probs, dy, scale)
-
-
-def causal_probs(q, k, scale):
-    """P = softmax(scale · q·kᵀ) with position i seeing positions j ≤ i: what the forward pass saved."""
-    t = q.shape[-2]
-    return softmax(np.where(np.tri(t, dtype=bool), scale * (q @ k.swapaxes(-1, -2)), -np.inf))
 
 
 def _attention_case(label: str, g: np.random.Generator, b: int, h: int, t: int, d: int, spread: float = 1.0) -> Case:

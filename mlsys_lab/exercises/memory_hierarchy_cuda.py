@@ -10,7 +10,7 @@ course's tile without padding (bank-conflicted) or its transpose without shared 
 
 ``softmax_rows_cuda(x)`` (10.8): the softmax of each row of any width, one block per row, the statistics in one read
 (the online max and rescaled sum of Milakov and Gimelshein, 2018), the write in a second; within 1e-4 relative of
-the float64 softmax, timed on 4096 x 16384 against the course's ``softmax_rows`` (one read, one write; 8 bytes an
+the float64 softmax, timed on 2048 x 16384 against the course's ``softmax_rows`` (one read, one write; 8 bytes an
 element counted).
 
 ``sgemm_tiled_cuda(a, b)`` (10.9): C = A @ B in FP32 for any M, N, K, the SGEMM ladder's ``blocktile_2d`` step with
@@ -99,7 +99,7 @@ def race_transpose_cuda(fn) -> KernelRace:
 # by up to a few 1e-5 (one thread per row, 4999 steps: 2e-5); the atol only forgives values below 1e-12.
 SOFTMAX_RTOL, SOFTMAX_ATOL = 1e-4, 1e-12
 SOFTMAX_FLOOR = 0.6  # of the course's softmax_rows (one read, one write); three reads run at 49% of it on the H200
-SOFTMAX_TIMED_SHAPE = (4096, 16384)  # 256 MiB read, 256 MiB written; 64 KB rows: those in flight overfill L2
+SOFTMAX_TIMED_SHAPE = (2048, 16384)  # 128 MiB read, 128 MiB written (one message each way); 64 KB rows
 SOFTMAX_EXAMPLE = np.array([[1, 2, 3], [1000, 1000, 1000]], dtype=np.float32)
 SOFTMAX_SLOW_HINT = ("a correct softmax this slow usually reads each row three times (a max pass, a sum pass, a "
                      "write pass) where the online (max, sum) needs one read for the statistics, or gives each "

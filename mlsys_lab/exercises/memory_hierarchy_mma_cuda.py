@@ -28,9 +28,9 @@ from mlsys_lab.exercises.cuda_kernels import KernelRace, TimedCase, check_kernel
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.memory_hierarchy.bf16_gemm import bf16_gemm, from_bf16_bits, to_bf16_bits
 from mlsys_lab.kernels.memory_hierarchy.sgemm import sgemm
+from mlsys_lab.memory_hierarchy.tensor_cores import BLOCK_TILE, mma_shapes
 
 NAME = "bf16_mma_cuda"
-BLOCK_TILE = (64, 64, 32)  # (BM, BN, BK): M, N multiples of 64, K of 32
 MIN_CAPABILITY = (8, 0)  # BF16 mma.sync m16n8k16 and ldmatrix: Ampere (sm_80) and newer
 NEEDS = "a CUDA GPU of compute capability 8.0 or newer (sm_80: A100, A10, L4, H100)"
 WHERE = "Colab's free T4 is sm_75, without BF16 mma.sync: choose an A100 or L4 runtime"
@@ -52,21 +52,6 @@ def _example() -> tuple[np.ndarray, np.ndarray]:
 
 
 EXAMPLE = _example()
-
-
-def mma_shapes(a_bits, b_bits) -> tuple[int, int, int]:
-    """(M, N, K) of A (M, K) and B (N, K); ValueError naming both shapes unless they share K, M and N are positive
-    multiples of 64 and K of 32 (the block tile, :data:`BLOCK_TILE`)."""
-    for label, x in (("a_bits", a_bits), ("b_bits", b_bits)):
-        shape = getattr(x, "shape", None)
-        if shape is None or len(shape) != 2:
-            raise ValueError(f"{label} must be a 2-D array of BF16 bits (uint16); got {short(x, 40)}")
-    (m, k), (n, k_b) = a_bits.shape, b_bits.shape
-    bm, bn, bk = BLOCK_TILE
-    if k != k_b or min(m, n, k) < 1 or m % bm or n % bn or k % bk:
-        raise ValueError(f"a_bits (M, K) and b_bits (N, K) must share K, with M and N positive multiples of {bm} "
-                         f"and K of {bk}; got a_bits {tuple(a_bits.shape)} and b_bits {tuple(b_bits.shape)}")
-    return int(m), int(n), int(k)
 
 
 def accumulation_bound(abs_product: np.ndarray, k: int) -> np.ndarray:

@@ -47,7 +47,7 @@ RTOL, ATOL = 1e-5, 1e-5  # the gather: k float32 multiply-adds against a float64
 # hence its higher floor; a scatter of a float a thread keeps up with the course's.
 PERMUTE_FLOOR = 0.6
 UNPERMUTE_FLOOR = 0.7
-TIMED = dict(n_tokens=16384, d=4096, n_experts=8, k=2, capacity_factor=1.25)  # Mixtral-like: 8 experts, top-2
+TIMED = dict(n_tokens=2048, d=4096, n_experts=8, k=2, capacity_factor=1.25)  # Mixtral-like: 8 experts, top-2
 EXAMPLE_X = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
 EXAMPLE_EXPERT = np.array([[0, 1], [0, 2], [0, 1], [1, 0]], dtype=np.int32)
 EXAMPLE_SLOT = np.array([[0, 1], [1, 0], [-1, -1], [0, -1]], dtype=np.int32)  # assign_with_capacity, capacity 2

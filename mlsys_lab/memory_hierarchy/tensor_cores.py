@@ -25,6 +25,8 @@ from mlsys_lab.validation import check_array, check_bool, check_choice, check_fi
 
 GEMM_STEPS = ("wmma", "mma_ldmatrix", "pipeline", "wgmma")
 ATTENTION_VARIANTS = ("d64_full", "d64_causal", "d128_full", "d128_causal")
+# The BF16 mma.sync exercise's block tile (BM, BN, BK): its launcher needs M, N multiples of 64 and K of 32.
+BLOCK_TILE = (64, 64, 32)
 
 
 @dataclass(frozen=True)
@@ -169,3 +171,19 @@ def roofline_dots(record: dict, gemm_size: str = "8192", seq: str = "4096") -> l
         dots.append(RooflineDot(f"flash attention, {label}", intensity, measured["flash"]["flop_per_s"], False))
         dots.append(RooflineDot(f"SDPA flash, {label}", intensity, measured["sdpa_flash"]["flop_per_s"], True))
     return dots
+
+
+def mma_shapes(a_bits, b_bits) -> tuple[int, int, int]:
+    """(M, N, K) of A (M, K) and B (N, K); ValueError naming both shapes unless they share K, M and N are positive
+    multiples of 64 and K of 32 (the block tile, :data:`BLOCK_TILE`)."""
+    for label, x in (("a_bits", a_bits), ("b_bits", b_bits)):
+        shape = getattr(x, "shape", None)
+        if shape is None or len(shape) != 2:
+            raise ValueError(f"{label} must be a 2-D array of BF16 bits (uint16); got {type(x).__name__} "
+                             f"of shape {shape}")
+    (m, k), (n, k_b) = a_bits.shape, b_bits.shape
+    bm, bn, bk = BLOCK_TILE
+    if k != k_b or min(m, n, k) < 1 or m % bm or n % bn or k % bk:
+        raise ValueError(f"a_bits (M, K) and b_bits (N, K) must share K, with M and N positive multiples of {bm} "
+                         f"and K of {bk}; got a_bits {tuple(a_bits.shape)} and b_bits {tuple(b_bits.shape)}")
+    return int(m), int(n), int(k)

@@ -294,6 +294,7 @@ def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
                                                           attention_backward=attention_vjp),
         "mlsys_lab.capstone.model.attention_vjp": lambda: dict(
             q=heads(1), k=heads(2), v=heads(3), probs=np.tril(np.full((1, 2, 3, 3), 1 / 3)), dy=heads(4), scale=0.5),
+        "mlsys_lab.capstone.model.causal_probs": lambda: dict(q=heads(1), k=heads(2), scale=0.5),
         "mlsys_lab.capstone.model.flatten": lambda: dict(arrays=views(init_theta(tiny), tiny), config=tiny),
         "mlsys_lab.capstone.text.Corpus": lambda: dict(tokens=np.array([0, 1, 2, 1], dtype=np.uint8), chars="abc"),
         **_capstone_peft_moe_table(),
@@ -706,6 +707,8 @@ def _object_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.memory_hierarchy.tensor_cores.attention_rows": lambda: dict(record=tc_record()),
         "mlsys_lab.memory_hierarchy.tensor_cores.gemm_ladder": lambda: dict(record=tc_record()),
         "mlsys_lab.memory_hierarchy.tensor_cores.launch_overhead_rows": lambda: dict(record=tc_record()),
+        "mlsys_lab.memory_hierarchy.tensor_cores.mma_shapes": lambda: dict(
+            a_bits=np.zeros((64, 32), np.uint16), b_bits=np.zeros((128, 32), np.uint16)),
         "mlsys_lab.memory_hierarchy.tensor_cores.passes_of_phases": lambda: dict(
             words=np.arange(64).reshape(2, 32) * 4),
         "mlsys_lab.memory_hierarchy.tensor_cores.roofline_dots": lambda: dict(record=tc_record()),

@@ -15,8 +15,9 @@ from cuda_catalogue import GPU_SEEDS, floor_tests, launcher, unwritten, variant
 
 from mlsys_lab import backend
 from mlsys_lab.exercises.memory_hierarchy import check_bf16_mma_cuda
-from mlsys_lab.exercises.memory_hierarchy_mma_cuda import gradable_here, mma_shapes
+from mlsys_lab.exercises.memory_hierarchy_mma_cuda import gradable_here
 from mlsys_lab.kernels.learner import without_markers
+from mlsys_lab.memory_hierarchy.tensor_cores import mma_shapes
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "04_memory_hierarchy.ipynb"
 needs_sm80 = pytest.mark.skipif(not gradable_here(), reason="the BF16 mma.sync exercise needs a CUDA GPU of compute "
@@ -153,8 +154,8 @@ WRONG = {
                         "(C + (long long)r * N + c) = make_float2(acc[i][j][2], acc[i][j][3])"),
                        ("(C + (long long)(r + 8) * N + c) = make_float2(acc[i][j][2], acc[i][j][3])",
                         "(C + (long long)(r + 8) * N + c) = make_float2(acc[i][j][0], acc[i][j][1])")),
-    "columns off by the pair: lane % 4 where the fragment holds columns 2 (lane % 4) and + 1":
-        kernel_variant(("c = col0 + wc + j * 8 + 2 * (lane % 4)", "c = col0 + wc + j * 8 + (lane % 4)")),
+    "the fragment's row as lane % 8, where lane l holds rows l / 4 and l / 4 + 8":
+        kernel_variant(("i * 16 + lane / 4, c", "i * 16 + lane % 8, c")),
     "the inner loop stops at 16 of the slice's 32 k: half the products":
         kernel_variant(("for (int kk = 0; kk < BK; kk += 16)", "for (int kk = 0; kk < BK / 2; kk += 16)")),
     "B's fragments through ldmatrix .trans (B's rows are already its n rows of k: no transpose)":
