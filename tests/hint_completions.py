@@ -159,6 +159,7 @@ return out
     # 06 · training memory
     "quantize_groupwise": Completion(),
     "loss_scaling": Completion(after='return {"weights": w, "scales": scales, "skipped": skipped}\n'),
+    "loss_scaler_step": Completion(fills=("good_steps == growth_interval",)),
     "checkpoint_plan": Completion(fills=("plan[-1] > 0", "plan.append(prev[plan[-1]])")),
     "softmax_cross_entropy": Completion(fills=("grad_out[:, None]",)),
     "softmax_xent_cuda": [Completion(block=0), Completion(block=1)],

@@ -388,6 +388,12 @@ EXAMPLES: dict[str, list[Example]] = {
                 "lambda t, scale: (np.array([1e-3, 100.0 if t == 1 else 1e-3]) * scale).astype(np.float16), "
                 "np.zeros(2, np.float32), 1.0, 6, 1024.0, 2.0, 0.5, 2)['weights'][0]),)"),
     ],
+    "loss_scaler_step": [
+        Example("returns `(array([1.526e-05, 4.578e-05, -3.725e-09], dtype=float32), False, 131072.0, 0)`",
+                "loss_scaler_step(np.array([1.0, 3.0, -2.0 ** -12], dtype=np.float16), 65536.0, 1, 2.0, 0.5, 2)"),
+        Claim("Unscaled in fp16, the last entry (2⁻²⁸) would flush to zero again",
+              "float(np.float16(-2.0 ** -12) * np.float16(1 / 65536.0)) == 0.0 and 2.0 ** -12 / 65536 == 2.0 ** -28"),
+    ],
     "checkpoint_plan": [
         Example("`[0, 3]` peaks at 2 + 30 = 32 and recomputes 3 layers",
                 "(checkpoint_plan(*SIX_LAYERS, 34), 2, 30, simulated([0, 3]).peak_bytes, "

@@ -1,23 +1,42 @@
 """The capstone (lesson 12): a small transformer trained on the learner's own pieces, over real MPI ranks.
 
-==========  ==========================================================================================================
-text        the bundled text (300 KB of Shakespeare, public domain), characters as tokens, the global batch of a step
-model       a decoder-only transformer in NumPy: flat parameters, forward, backward written out; the learner's
-            cross-entropy and layer-norm backward come in through ``ModelOps``
-train       Adam over the flat parameters, a run's state, the single-process training loop, held-out loss, sampling
-gpu_loss    on a CUDA GPU, the loss from the fused kernel of lesson 06 (the learner's or the course's)
-dp          real ranks through simulated-network pieces: ``MpiNetwork`` (``exchange`` over MPI), ``MpiGroup``
-            (``all_reduce`` by the ring piece), and the course's ``average_gradients``
-stack       which pieces run: the learner's where their check passed, else the course's (:mod:`mlsys_lab.pieces`)
-checkpoint  θ, Adam's moments and the step in one file, written by the crash-safe writer piece, checked on load
-zero        ZeRO-1 over the same ranks: Adam's m and v sharded, a reduce-scatter and an all-gather per step
-dp_run      runner under mpiexec: data-parallel training with checkpoints, resume, and a JSON report from rank 0
-launch      ``run_data_parallel`` (through :func:`mlsys_lab.mpi.run_mpi`) and ``run_and_kill`` (SIGKILL one rank)
-lora        ``Adapters``: A and B of LoRA on named linears, run by the learner's ``lora_forward`` and ``lora_backward``
-finetune    a LoRA fine-tune of the trained model on text it never saw: θ frozen, Adam on the adapters, merge, counts
-moe         a mixture-of-experts MLP: router, top-k experts within a capacity (the learner's lesson-11 gate), backward
-moe_train   training the model with experts, the routing of every step (drops, load), its gradient check
-==========  ==========================================================================================================
+================  ====================================================================================================
+text              the bundled text (300 KB of Shakespeare, public domain), characters as tokens, the global batch of a
+                  step
+model             a decoder-only transformer in NumPy: flat parameters, forward, backward written out; the learner's
+                  cross-entropy and layer-norm backward come in through ``ModelOps``
+operators         the course's versions of the learner's operators: softmax cross-entropy, layer-norm and attention
+                  backward
+gradient_check    the model's backward against central differences
+train             Adam over the flat parameters, a run's state, the single-process training loop, held-out loss,
+                  sampling
+mixed_precision   the same run with an fp16 gradient, fp32 master weights and the learner's loss scaler
+gpu_loss          on a CUDA GPU, the loss from the fused kernel of lesson 06 (the learner's or the course's)
+dp                real ranks through simulated-network pieces: ``MpiNetwork`` (``exchange`` over MPI), ``MpiGroup``
+                  (``all_reduce`` by the ring piece), and the course's ``average_gradients``
+stack             which pieces run: the learner's where their check passed, else the course's
+                  (:mod:`mlsys_lab.pieces`)
+checkpoint        θ, Adam's moments and the step in one file, written by the crash-safe writer piece, checked on load;
+                  under ZeRO-1 a shard per rank and a manifest written last that commits the step
+zero              ZeRO-1 over the same ranks: Adam's m and v sharded, a reduce-scatter and an all-gather per step
+memory            a rank's bytes from first principles: θ, gradient, Adam's m and v (sharded by ZeRO-1), the
+                  activations the backward keeps; set beside what ``dp_run --measure-memory`` measures with
+                  tracemalloc
+tp                every block's MLP over tensor-parallel ranks (Megatron) by the learner's ``tp_mlp``: 2 all-reduces a
+                  step
+pipeline          two stages on two ranks (embedding + first blocks | last blocks + head) in the learner's 1F1B order
+pp_run            runner under mpiexec: pipeline training, the stash peaks and the op timeline of each rank
+dp_run            runner under mpiexec: data-parallel training with checkpoints, resume, and a JSON report from rank 0
+launch            ``run_data_parallel``, ``run_pipeline`` and ``run_and_kill`` (SIGKILL one rank), through
+                  :func:`mlsys_lab.mpi.run_mpi`
+lora              ``Adapters``: A and B of LoRA on named linears, run by the learner's ``lora_forward`` and
+                  ``lora_backward``
+finetune          a LoRA fine-tune of the trained model on text it never saw: θ frozen, Adam on the adapters, merge,
+                  counts
+moe               a mixture-of-experts MLP: router, top-k experts within a capacity (the learner's lesson-11 gate),
+                  backward
+moe_train         training the model with experts, the routing of every step (drops, load), its gradient check
+================  ====================================================================================================
 
 The main functions are importable from here: ``from mlsys_lab.capstone import train, run_data_parallel``.
 """

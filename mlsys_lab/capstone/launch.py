@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mlsys_lab import pieces
 from mlsys_lab.capstone import checkpoint
+from mlsys_lab.capstone.pipeline import checked_orders, course_one_f_one_b
 from mlsys_lab.capstone.train import RunConfig
 from mlsys_lab.mpi import MpiUnavailable, child_environment, find_mpiexec, launch_command, mpi_flavor, run_mpi
 from mlsys_lab.validation import check_int
@@ -28,24 +30,28 @@ MODULE = "mlsys_lab.capstone.dp_run"
 
 
 def _arguments(config: RunConfig, n_steps: int, out: Path, folder, every: int, course_pieces: bool,
-               zero1: bool = False) -> list[str]:
+               zero1: bool = False, measure_memory: bool = False) -> list[str]:
     args = ["--config", json.dumps(config.to_dict()), "--steps", str(check_int("n_steps", n_steps, low=1)),
             "--out", str(out), "--every", str(check_int("every", every, low=1))]
     if folder is not None:
         args += ["--folder", str(folder)]
-    return args + (["--course-pieces"] if course_pieces else []) + (["--zero1"] if zero1 else [])
+    return args + (["--course-pieces"] if course_pieces else []) + (["--zero1"] if zero1 else []) + (
+        ["--measure-memory"] if measure_memory else [])
 
 
 def run_data_parallel(config: RunConfig, n_steps: int, n_ranks: int = 2, folder: str | Path | None = None,
                       every: int = 5, course_pieces: bool = False, zero1: bool = False,
-                      timeout_s: float = 300.0) -> dict:
+                      timeout_s: float = 300.0, measure_memory: bool = False) -> dict:
     """Train on ``n_ranks`` MPI processes until ``n_steps`` steps are done (resuming from ``folder``'s checkpoint
     if it holds one); rank 0's report, with ``theta`` the final parameters. ``course_pieces``: run the course's
-    pieces even where the learner has their own; ``zero1``: shard Adam's state (:mod:`.zero`; no checkpoints)."""
+    pieces even where the learner has their own; ``zero1``: shard Adam's state (:mod:`.zero`; each rank writes
+    its shard, a manifest commits the step); ``measure_memory``: one more, untimed step under tracemalloc, and the
+    report's ``peak_step_bytes`` and ``state_bytes`` per rank (:mod:`.memory` models them)."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "theta.npy"
         result = run_mpi(MODULE, check_int("n_ranks", n_ranks, low=1, high=16),
-                         _arguments(config, n_steps, out, folder, every, course_pieces, zero1), timeout_s)
+                         _arguments(config, n_steps, out, folder, every, course_pieces, zero1, measure_memory),
+                         timeout_s)
         result["theta"] = np.load(out)
     return result
 
@@ -58,10 +64,12 @@ def _read_int(path: Path) -> int | None:
 
 
 def run_and_kill(config: RunConfig, n_steps: int, folder: str | Path, kill_rank: int, kill_at_step: int,
-                 n_ranks: int = 2, every: int = 5, course_pieces: bool = False, timeout_s: float = 300.0) -> dict:
+                 n_ranks: int = 2, every: int = 5, course_pieces: bool = False, timeout_s: float = 300.0,
+                 zero1: bool = False) -> dict:
     """Start the run, SIGKILL rank ``kill_rank`` once rank 0 has finished ``kill_at_step`` steps, wait for the job
     to end. Returns the step rank 0 had reached when the signal went, mpiexec's exit status, and the step of the
-    checkpoint the kill left on disk (None if none)."""
+    checkpoint the kill left on disk (None if none). ``zero1``: the ZeRO-1 run, whose step on disk is the one its
+    manifest committed (every rank's shard of it written)."""
     check_int("kill_rank", kill_rank, low=0, high=n_ranks - 1)
     check_int("kill_at_step", kill_at_step, low=1, high=n_steps - 1)
     mpiexec = find_mpiexec()
@@ -73,7 +81,7 @@ def run_and_kill(config: RunConfig, n_steps: int, folder: str | Path, kill_rank:
     with tempfile.TemporaryDirectory() as scratch:
         command = launch_command(mpiexec, mpi_flavor(mpiexec), n_ranks, MODULE,
                                  _arguments(config, n_steps, Path(scratch) / "theta.npy", folder, every,
-                                            course_pieces))
+                                            course_pieces, zero1))
         job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=child_environment(), start_new_session=True)
         deadline, reached = time.monotonic() + timeout_s, None
@@ -94,6 +102,28 @@ def run_and_kill(config: RunConfig, n_steps: int, folder: str | Path, kill_rank:
     if reached is None:
         raise RuntimeError(f"the run ended (exit {job.returncode}) before rank 0 reached step {kill_at_step}; "
                            f"nothing was killed\n{stderr[-1500:]}")
-    state = checkpoint.load_run(folder, config)
+    state = checkpoint.load_zero1(folder, config, 0, n_ranks) if zero1 else checkpoint.load_run(folder, config)
     return {"killed_rank": kill_rank, "killed_at_step": reached, "exit_code": job.returncode,
             "checkpoint_step": None if state is None else state.step, "stderr_tail": stderr[-600:]}
+
+
+PIPELINE_MODULE = "mlsys_lab.capstone.pp_run"
+
+
+def run_pipeline(config: RunConfig, n_steps: int, n_microbatches: int = 4, course_pieces: bool = False,
+                 timeout_s: float = 300.0) -> dict:
+    """Train ``n_steps`` steps in the two-stage pipeline on 2 MPI processes (:mod:`.pp_run`), each stage running its
+    op list of the ``one_f_one_b`` piece (yours, else the course's; ``course_pieces``: the course's); rank 0's report
+    (losses, whose schedule ran, the peak of stashed micro-batches per rank, the last step's timeline per rank,
+    seconds per step), with ``theta`` the final parameters."""
+    check_int("n_steps", n_steps, low=1, high=10**6)
+    check_int("n_microbatches", n_microbatches, low=1, high=config.batch_size)
+    args = ["--config", json.dumps(config.to_dict()), "--steps", str(n_steps), "--microbatches", str(n_microbatches)]
+    args += ["--course-pieces"] if course_pieces else []
+    if not course_pieces:  # a schedule that cannot run is told here, in one line, not in two ranks' tracebacks
+        checked_orders(pieces.piece("one_f_one_b", course=course_one_f_one_b, quiet=True), n_microbatches)
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "theta.npy"
+        result = run_mpi(PIPELINE_MODULE, 2, args + ["--out", str(out)], timeout_s)
+        result["theta"] = np.load(out)
+    return result

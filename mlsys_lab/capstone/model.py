@@ -24,18 +24,15 @@ import numpy as np
 
 from mlsys_lab.capstone.lora import Adapters
 from mlsys_lab.capstone.moe import MoeConfig, _moe_backward, _moe_forward, capacity_routing, gate_combine, moe_layout
+from mlsys_lab.capstone.operators import LN_EPS, attention_vjp, cross_entropy_with_grad, layer_norm_grad
 from mlsys_lab.nn import GELU_C, softmax
 from mlsys_lab.validation import (
     check_array,
     check_choice,
     check_index_array,
     check_int,
-    check_number,
-    check_positive,
     check_type,
 )
-
-LN_EPS = 1e-5  # lesson 06's layer norm: σ = √(var + 1e-5), var with 1/C
 
 
 @dataclass(frozen=True)
@@ -206,33 +203,6 @@ def _attention_back(ops: ModelOps, dy: np.ndarray, cache, n_heads: int) -> np.nd
     return np.concatenate([_merge(dq), _merge(dk), _merge(dv)], axis=-1)
 
 
-def causal_probs(q, k, scale):
-    """P = softmax(scale · q·kᵀ) with position i seeing positions j ≤ i: what the forward pass saved. q and k are
-    (B, H, T, D) floats; P is (B, H, T, T)."""
-    shape = check_array("q", q, ndim=4, kinds="f").shape
-    check_array("k", k, kinds="f", shape=shape)
-    scale = check_positive("scale", scale)
-    t = shape[2]
-    return softmax(np.where(np.tri(t, dtype=bool), scale * (q @ k.swapaxes(-1, -2)), -np.inf))
-
-
-def attention_vjp(q, k, v, probs, dy, scale):
-    """(dq, dk, dv) of y = P·v, P = softmax(scale · q·kᵀ, causal), from dy, all (B, H, T, D); ``probs`` is P.
-
-        dv = Pᵀ·dy,  dP = dy·vᵀ,  dS = P ⊙ (dP − rowsum(dP ⊙ P)),  dq = scale · dS·k,  dk = scale · dSᵀ·q
-
-    (the masked entries of P are 0, so dS is 0 there: the mask needs no code of its own).
-    """
-    shape = check_array("q", q, ndim=4, kinds="f").shape
-    for name, value in (("k", k), ("v", v), ("dy", dy)):
-        check_array(name, value, kinds="f", shape=shape)
-    check_array("probs", probs, kinds="f", shape=(*shape[:3], shape[2]))
-    scale = check_positive("scale", scale)
-    dprobs = dy @ v.swapaxes(-1, -2)                                       # (B, H, T, T)
-    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))
-    return scale * (dscores @ k), scale * (dscores.swapaxes(-1, -2) @ q), probs.swapaxes(-1, -2) @ dy
-
-
 def _linear_back(x: np.ndarray, dy: np.ndarray, weight: np.ndarray, grads: dict, name: str,
                  adapters: Adapters | None = None, adapter_grads: dict | None = None) -> np.ndarray:
     """y = x W + b: fills d W and d b (summed over every row) and returns d x. With ``adapters`` W and b are frozen:
@@ -259,137 +229,141 @@ def _check_adapters(adapters, config: GPTConfig) -> Adapters | None:
     return adapters
 
 
+def embed(w: dict, idx: np.ndarray) -> np.ndarray:
+    """x0 = wte[idx] + wpe[:T], (B, T, C): the first stage of a pipeline starts here."""
+    return w["wte"][idx] + w["wpe"][:idx.shape[1]]
+
+
+def dense_mlp(h2: np.ndarray, w: dict, p: str, adapters: Adapters | None = None):
+    """out(gelu(fc(h2))) of block ``p`` on one process, and the cache :func:`dense_mlp_back` needs."""
+    u = _matmul(h2, w, p + "fc", adapters) + w[p + "fc.b"]               # (B, T, 4C)
+    a, da_du = _gelu_and_grad(u)
+    return _matmul(a, w, p + "out", adapters) + w[p + "out.b"], (h2, da_du, a)
+
+
+def dense_mlp_back(dy: np.ndarray, cache, w: dict, g: dict, p: str, adapters: Adapters | None = None,
+                   tuned: dict | None = None) -> np.ndarray:
+    """d loss / d h2 of :func:`dense_mlp` from d loss / d output; fills the MLP's gradients in ``g``."""
+    h2, da_du, a = cache
+    da = _linear_back(a, dy, w[p + "out.w"], g, p + "out", adapters, tuned)
+    return _linear_back(h2, da * da_du, w[p + "fc.w"], g, p + "fc", adapters, tuned)
+
+
+def transformer_block(x: np.ndarray, w: dict, layer: int, config: GPTConfig, ops: ModelOps,
+                  adapters: Adapters | None = None, mlp: Callable = dense_mlp):
+    """Block ``layer`` on x (B, T, C): x + proj(attention(LN1 x)), then + the MLP (``mlp(h2, w, prefix,
+    adapters)`` -> (output, cache): :func:`dense_mlp`, or a tensor-parallel one) or the experts; and its cache."""
+    p, b, t = f"h{layer}.", x.shape[0], x.shape[1]
+    h1, xhat1 = _layer_norm(x, w[p + "ln1.g"], w[p + "ln1.b"])
+    att, att_cache = _attention(h1, w, p, config.n_heads, adapters)
+    x2 = x + _matmul(att, w, p + "proj", adapters) + w[p + "proj.b"]
+    h2, xhat2 = _layer_norm(x2, w[p + "ln2.g"], w[p + "ln2.b"])
+    if config.moe is None:
+        y, mlp_cache = mlp(h2, w, p, adapters)
+    else:  # the B·T tokens of the batch are one routing group
+        y, mlp_cache = _moe_forward(h2.reshape(b * t, -1), w, p, config.moe, ops.route_with_capacity,
+                                    ops.top_k_gate, _gelu_and_grad)
+    return x2 + y.reshape(x2.shape), (x, h1, xhat1, att, att_cache, x2, xhat2, mlp_cache)
+
+
+def transformer_block_back(dx: np.ndarray, cache, w: dict, g: dict, layer: int, config: GPTConfig, ops: ModelOps,
+                   adapters: Adapters | None = None, tuned: dict | None = None,
+                   mlp_back: Callable = dense_mlp_back) -> np.ndarray:
+    """d loss / d (block input) from d loss / d (block output); fills the block's gradients in ``g`` (with
+    ``adapters``, the adapters' in ``tuned``). ``mlp_back(dy, cache, w, g, prefix, adapters, tuned)`` -> dh2."""
+    p = f"h{layer}."
+    x, h1, xhat1, att, att_cache, x2, xhat2, mlp_cache = cache
+    if config.moe is None:
+        dh2 = mlp_back(dx, mlp_cache, w, g, p, adapters, tuned)
+    else:
+        dh2 = _moe_backward(dx.reshape(-1, dx.shape[-1]), mlp_cache, w, g, p).reshape(dx.shape)
+    dx2 = dx + _layer_norm_back(ops, x2, xhat2, w[p + "ln2.g"], dh2, g, p + "ln2")
+    datt = _linear_back(att, dx2, w[p + "proj.w"], g, p + "proj", adapters, tuned)
+    dh1 = _linear_back(h1, _attention_back(ops, datt, att_cache, config.n_heads), w[p + "attn.w"], g, p + "attn",
+                       adapters, tuned)
+    return dx2 + _layer_norm_back(ops, x, xhat1, w[p + "ln1.g"], dh1, g, p + "ln1")
+
+
+def head_loss_and_back(x: np.ndarray, targets: np.ndarray, w: dict, g: dict, ops: ModelOps, frozen: bool = False,
+                       dtype=None) -> tuple[np.ndarray, np.ndarray]:
+    """The last stage: logits = LNf(x) @ head.w, per-token losses (B·T,) against ``targets``, and d loss / d x of
+    the mean loss; fills head.w's and LNf's gradients in ``g`` (head.w's not when ``frozen``)."""
+    dtype = x.dtype if dtype is None else dtype
+    hf, xhatf = _layer_norm(x, w["lnf.g"], w["lnf.b"])
+    logits = hf @ w["head.w"]
+    b, t, v = logits.shape
+    n = b * t
+    losses, dlogits = ops.cross_entropy(logits.reshape(n, v), targets.reshape(n), 0.0, np.full(n, 1.0 / n, dtype=dtype))
+    dlogits = np.asarray(dlogits, dtype=dtype).reshape(b, t, v)
+    if not frozen:
+        g["head.w"][...] = hf.reshape(n, -1).T @ dlogits.reshape(n, v)
+    return np.asarray(losses), _layer_norm_back(ops, x, xhatf, w["lnf.g"], dlogits @ w["head.w"].T, g, "lnf")
+
+
+def embed_back(dx: np.ndarray, idx: np.ndarray, g: dict) -> None:
+    """The gradients of wte and wpe from d loss / d x0."""
+    np.add.at(g["wte"], idx, dx)
+    g["wpe"][:idx.shape[1]] = dx.sum(axis=0)
+
+
+def _check_tokens(idx, config: GPTConfig) -> None:
+    check_index_array("idx", check_array("idx", idx, ndim=2, kinds="iu"), config.vocab_size, of_name="characters")
+    if idx.shape[1] > config.context:
+        raise ValueError(f"idx must have at most context={config.context} positions; got {idx.shape[1]}")
+
+
 def gpt_forward(theta: np.ndarray, idx: np.ndarray, config: GPTConfig, adapters: Adapters | None = None,
                 ops: ModelOps | None = None):
-    """Logits (B, T, V) of token ids ``idx`` (B, T ≤ context), and the cache :func:`loss_and_grad` needs; with
-    ``adapters`` (:class:`~mlsys_lab.capstone.lora.Adapters`), their layers run W + s·A·B, factored. Of ``ops``
-    the forward runs only a mixture of experts' routing and gate."""
+    """Logits (B, T, V) of token ids ``idx`` (B, T ≤ context), and the blocks' caches; with ``adapters``
+    (:class:`~mlsys_lab.capstone.lora.Adapters`), their layers run W + s·A·B, factored. Of ``ops`` the forward
+    runs only a mixture of experts' routing and gate."""
     ops = course_ops() if ops is None else check_type("ops", ops, ModelOps)
     w = views(theta, config)
     adapters = _check_adapters(adapters, config)
-    check_index_array("idx", check_array("idx", idx, ndim=2, kinds="iu"), config.vocab_size, of_name="characters")
-    b, t = idx.shape
-    if t > config.context:
-        raise ValueError(f"idx must have at most context={config.context} positions; got {t}")
-    x = w["wte"][idx] + w["wpe"][:t]                                       # (B, T, C)
-    cache = []
+    _check_tokens(idx, config)
+    x, cache = embed(w, idx), []
     for layer in range(config.n_layers):
-        p = f"h{layer}."
-        h1, xhat1 = _layer_norm(x, w[p + "ln1.g"], w[p + "ln1.b"])
-        att, att_cache = _attention(h1, w, p, config.n_heads, adapters)
-        x2 = x + _matmul(att, w, p + "proj", adapters) + w[p + "proj.b"]
-        h2, xhat2 = _layer_norm(x2, w[p + "ln2.g"], w[p + "ln2.b"])
-        if config.moe is None:
-            u = _matmul(h2, w, p + "fc", adapters) + w[p + "fc.b"]       # (B, T, 4C)
-            a, da_du = _gelu_and_grad(u)
-            cache.append((x, h1, xhat1, att, att_cache, x2, h2, xhat2, (da_du, a)))
-            x = x2 + _matmul(a, w, p + "out", adapters) + w[p + "out.b"]
-        else:  # the B·T tokens of the batch are one routing group
-            y, moe_cache = _moe_forward(h2.reshape(b * t, -1), w, p, config.moe, ops.route_with_capacity,
-                                        ops.top_k_gate, _gelu_and_grad)
-            cache.append((x, h1, xhat1, att, att_cache, x2, h2, xhat2, moe_cache))
-            x = x2 + y.reshape(x2.shape)
-    hf, xhatf = _layer_norm(x, w["lnf.g"], w["lnf.b"])
-    return hf @ w["head.w"], (idx, cache, x, hf, xhatf)
+        x, block_cache = transformer_block(x, w, layer, config, ops, adapters)
+        cache.append(block_cache)
+    hf, _ = _layer_norm(x, w["lnf.g"], w["lnf.b"])
+    return hf @ w["head.w"], cache
 
 
 def loss_and_grad(theta: np.ndarray, idx: np.ndarray, targets: np.ndarray, config: GPTConfig,
-                  ops: ModelOps | None = None, adapters: Adapters | None = None) -> tuple[float, np.ndarray | dict]:
+                  ops: ModelOps | None = None, adapters: Adapters | None = None, mlp: Callable = dense_mlp,
+                  mlp_back: Callable = dense_mlp_back) -> tuple[float, np.ndarray | dict]:
     """Mean cross-entropy of next-token ``targets`` (B, T) and its gradient, a flat vector shaped like ``theta``.
 
     With ``adapters`` θ is frozen and the gradient is the adapters' instead, {layer: (dA, dB)}: no dW is computed.
+    ``mlp`` and ``mlp_back`` run every block's MLP (:func:`transformer_block`): a tensor-parallel pair, for instance.
     """
     ops = course_ops() if ops is None else check_type("ops", ops, ModelOps)
     _config(config)
-    check_array("idx", idx, ndim=2, kinds="iu")
+    _check_tokens(idx, config)
     if check_array("targets", targets, kinds="iu").shape != np.shape(idx):
         raise ValueError(f"targets must have the shape of idx {np.shape(idx)}; got {np.shape(targets)}")
     check_index_array("targets", targets, config.vocab_size, of_name="characters")
-    logits, (idx, cache, x_last, hf, xhatf) = gpt_forward(theta, idx, config, adapters, ops)
+    for name, fn in (("mlp", mlp), ("mlp_back", mlp_back)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be a function (as dense_mlp, dense_mlp_back); got {type(fn).__name__}")
     w = views(theta, config)
+    adapters = _check_adapters(adapters, config)
+    x, cache = embed(w, idx), []
+    for layer in range(config.n_layers):
+        x, block_cache = transformer_block(x, w, layer, config, ops, adapters, mlp)
+        cache.append(block_cache)
     tuned: dict = {}  # the adapters' (dA, dB) by layer
     grad = np.zeros_like(theta)
     g = views(grad, config)
-    b, t, v = logits.shape
-    n = b * t
-    losses, dlogits = ops.cross_entropy(logits.reshape(n, v), targets.reshape(n), 0.0,
-                                        np.full(n, 1.0 / n, dtype=theta.dtype))
-    dlogits = np.asarray(dlogits, dtype=theta.dtype).reshape(b, t, v)
-    if adapters is None:
-        g["head.w"][...] = hf.reshape(n, -1).T @ dlogits.reshape(n, v)
-    dx = _layer_norm_back(ops, x_last, xhatf, w["lnf.g"], dlogits @ w["head.w"].T, g, "lnf")
+    losses, dx = head_loss_and_back(x, targets, w, g, ops, frozen=adapters is not None, dtype=theta.dtype)
     for layer in reversed(range(config.n_layers)):
-        p = f"h{layer}."
-        x, h1, xhat1, att, att_cache, x2, h2, xhat2, mlp = cache[layer]
-        if config.moe is None:
-            da_du, a = mlp
-            da = _linear_back(a, dx, w[p + "out.w"], g, p + "out", adapters, tuned)  # dx flows on past the residual
-            dh2 = _linear_back(h2, da * da_du, w[p + "fc.w"], g, p + "fc", adapters, tuned)
-        else:
-            dh2 = _moe_backward(dx.reshape(b * t, -1), mlp, w, g, p).reshape(dx.shape)
-        dx2 = dx + _layer_norm_back(ops, x2, xhat2, w[p + "ln2.g"], dh2, g, p + "ln2")
-        datt = _linear_back(att, dx2, w[p + "proj.w"], g, p + "proj", adapters, tuned)
-        dh1 = _linear_back(h1, _attention_back(ops, datt, att_cache, config.n_heads), w[p + "attn.w"], g, p + "attn",
-                           adapters, tuned)
-        dx = dx2 + _layer_norm_back(ops, x, xhat1, w[p + "ln1.g"], dh1, g, p + "ln1")
+        dx = transformer_block_back(dx, cache[layer], w, g, layer, config, ops, adapters, tuned, mlp_back)
     if adapters is not None:
         return float(np.mean(losses)), tuned
-    np.add.at(g["wte"], idx, dx)
-    g["wpe"][:t] = dx.sum(axis=0)
+    embed_back(dx, idx, g)
     return float(np.mean(losses)), grad
-
-
-# --- the course's versions of the learner's two operators (lesson 06, exercises 1 and 6) -----------
-def cross_entropy_with_grad(logits, labels, label_smoothing, grad_out):
-    """Per-row loss −Σ_j q_j log softmax(z)_j, q = (1−ε)·onehot + ε/C, and the VJP (softmax(z) − q)·g per row."""
-    rows = check_array("logits", logits, ndim=2, kinds="f").shape[0]
-    check_index_array("labels", check_array("labels", labels, kinds="iu", shape=(rows,)), logits.shape[1],
-                      of_name="classes")
-    check_number("label_smoothing", label_smoothing, low=0.0, high=1.0, high_inclusive=False)
-    check_array("grad_out", grad_out, kinds="f", shape=(rows,))
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    rows, classes = logits.shape
-    q = np.full((rows, classes), label_smoothing / classes)
-    q[np.arange(rows), labels] += 1.0 - label_smoothing
-    return -(q * log_probs).sum(axis=1), (np.exp(log_probs) - q) * grad_out[:, None]
-
-
-def layer_norm_grad(x, grad_out):
-    """dL/dx of y = (x − μ)/σ per row, σ = √(var + 1e-5): (g − mean(g) − y·mean(g·y)) / σ."""
-    if check_array("grad_out", grad_out, kinds="f").shape != check_array("x", x, ndim=2, kinds="f").shape:
-        raise ValueError(f"grad_out must have the shape of x {np.shape(x)}; got {np.shape(grad_out)}")
-    sigma = np.sqrt(x.var(axis=1, keepdims=True) + LN_EPS)
-    y = (x - x.mean(axis=1, keepdims=True)) / sigma
-    return (grad_out - grad_out.mean(axis=1, keepdims=True) - y * (grad_out * y).mean(axis=1, keepdims=True)) / sigma
 
 
 def course_ops() -> ModelOps:
     """The course's cross-entropy and layer-norm backward."""
     return ModelOps(cross_entropy_with_grad, layer_norm_grad, attention_vjp)
-
-
-def gradient_check(config: GPTConfig, batch: int = 3, n_coords: int = 200, seed: int = 0, step: float = 1e-6,
-                   ops: ModelOps | None = None) -> dict[str, float]:
-    """:func:`loss_and_grad` against central differences (L(θ + h·e_i) − L(θ − h·e_i)) / 2h on ``n_coords``
-    random coordinates of a perturbed θ (gains and biases moved off 1 and 0), on random tokens. Use float64: in
-    float32 the differences drown in rounding. Returns the largest absolute error and the largest |gradient|."""
-    _config(config)
-    check_int("batch", batch, low=1, high=64)
-    check_int("n_coords", n_coords, low=1, high=100_000)
-    check_number("step", step, low=0.0, low_inclusive=False, high=1.0)
-    g = np.random.default_rng(check_int("seed", seed, low=0))
-    theta = init_theta(config, seed) + g.normal(0.0, 0.05, count_params(config)).astype(config.dtype)
-    idx = g.integers(0, config.vocab_size, (batch, config.context))
-    targets = g.integers(0, config.vocab_size, (batch, config.context))
-    _, grad = loss_and_grad(theta, idx, targets, config, ops)
-    coords = g.choice(theta.size, size=min(n_coords, theta.size), replace=False)
-    errors = []
-    for i in coords:
-        bump = np.zeros_like(theta)
-        bump[i] = step
-        numeric = (loss_and_grad(theta + bump, idx, targets, config, ops)[0]
-                   - loss_and_grad(theta - bump, idx, targets, config, ops)[0]) / (2 * step)
-        errors.append(abs(numeric - grad[i]))
-    return {"max_abs_error": float(max(errors)), "max_gradient": float(np.abs(grad).max()),
-            "n_checked": int(coords.size)}

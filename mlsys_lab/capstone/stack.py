@@ -15,20 +15,30 @@ from mlsys_lab import backend, pieces
 from mlsys_lab.capstone.dp import average_gradients, ring_allreduce_on_ranks
 from mlsys_lab.capstone.gpu_loss import PIECE as GPU_LOSS
 from mlsys_lab.capstone.gpu_loss import kernel_cross_entropy
-from mlsys_lab.capstone.model import ModelOps, attention_vjp, cross_entropy_with_grad, layer_norm_grad
+from mlsys_lab.capstone.model import ModelOps
 from mlsys_lab.capstone.moe import capacity_routing, gate_combine
+from mlsys_lab.capstone.operators import attention_vjp, cross_entropy_with_grad, layer_norm_grad
+from mlsys_lab.capstone.pipeline import course_one_f_one_b
+from mlsys_lab.capstone.tp import course_tp_mlp
 from mlsys_lab.fault_tolerance.checkpoint_io import write_atomic
 from mlsys_lab.kernels.training_memory.softmax_xent import softmax_xent_on_gpu
 from mlsys_lab.peft.qlora import lora_linear, lora_linear_backward
+from mlsys_lab.training_memory.mixed_precision import loss_scaler_step
 
 # name, lesson, what it does in the capstone, the course's version
 PIECES: tuple[tuple[str, str, str, Callable], ...] = (
     ("softmax_cross_entropy", "06", "the loss and d loss / d logits of every step", cross_entropy_with_grad),
     ("layer_norm_backward", "06", "the backward of the 2L + 1 layer norms", layer_norm_grad),
     ("attention_backward", "12", "the backward of causal attention in every block (this lesson)", attention_vjp),
+    ("tp_mlp", "08", "the MLP of every block split over tensor-parallel ranks, one all-reduce forward and one "
+                     "backward", course_tp_mlp),
     ("ring_allreduce", "07", "sums the gradient buffer over the MPI ranks", ring_allreduce_on_ranks),
     ("average_gradients", "12", "packs, all-reduces and averages the gradients (this lesson)", average_gradients),
+    ("one_f_one_b", "08", "the order of forward and backward micro-batches on each stage of the two-stage pipeline",
+     course_one_f_one_b),
     ("crash_safe_writer", "09", "writes every checkpoint of the MPI run", write_atomic),
+    ("loss_scaler_step", "06", "unscales the float16 gradients, finds inf/NaN and moves the scale in the "
+                           "mixed-precision run", loss_scaler_step),
     ("lora_forward", "10", "every adapted linear of the LoRA fine-tune, forward", lora_linear),
     ("lora_backward", "10", "every adapted linear of the LoRA fine-tune, backward: dX, dA, dB", lora_linear_backward),
     ("route_with_capacity", "11", "which experts take each token of the MoE model, within their capacity",
@@ -37,7 +47,7 @@ PIECES: tuple[tuple[str, str, str, Callable], ...] = (
 )
 # What the MPI ranks run (and report); the other pieces run in this process only.
 RANK_PIECES = ("softmax_cross_entropy", "layer_norm_backward", "attention_backward", "ring_allreduce",
-               "average_gradients", "crash_safe_writer", GPU_LOSS)
+               "average_gradients", "crash_safe_writer", "one_f_one_b", GPU_LOSS)
 # On a CUDA GPU the loss runs on a kernel instead of softmax_cross_entropy (mlsys_lab.capstone.gpu_loss).
 GPU_PIECES: tuple[tuple[str, str, str, Callable], ...] = (
     (GPU_LOSS, "06", "the loss and its gradient on a CUDA GPU, in one fused kernel (instead of "
@@ -59,6 +69,7 @@ class Stack:
     # The operators in float64 throughout (the loss from softmax_cross_entropy even on a GPU, whose loss kernel is
     # float32): what a central-difference gradient check needs.
     exact_ops: ModelOps | None = None
+    tp_mlp: Callable = course_tp_mlp  # every block's MLP over tensor-parallel ranks (mlsys_lab.capstone.tp)
 
     @staticmethod
     def course() -> Stack:
@@ -91,7 +102,7 @@ def load_stack(quiet: bool = False) -> Stack:
         fns[name] = pieces.piece(name, course=course, quiet=quiet)
         whose[name] = "yours" if fns[name] is not course else "the course's"
     return Stack(_ops(fns), fns["ring_allreduce"], fns["average_gradients"], fns["crash_safe_writer"], whose,
-                 fns["lora_forward"], fns["lora_backward"], exact_ops=_exact_ops(fns))
+                 fns["lora_forward"], fns["lora_backward"], exact_ops=_exact_ops(fns), tp_mlp=fns["tp_mlp"])
 
 
 def pieces_rows() -> list[dict[str, str]]:

@@ -13,7 +13,15 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from mlsys_lab.capstone.model import GPTConfig, ModelOps, gpt_forward, init_theta, loss_and_grad
+from mlsys_lab.capstone.model import (
+    GPTConfig,
+    ModelOps,
+    dense_mlp,
+    dense_mlp_back,
+    gpt_forward,
+    init_theta,
+    loss_and_grad,
+)
 from mlsys_lab.capstone.text import corpus, global_batch
 from mlsys_lab.nn import MAX_LR
 from mlsys_lab.validation import (
@@ -113,15 +121,27 @@ def splits(tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     return tokens[:cut], tokens[cut:]
 
 
-def run_step(state: TrainState, config: RunConfig, tokens: np.ndarray, ops: ModelOps | None = None) -> float:
-    """One step on the step's whole global batch; returns its loss before the update."""
+def run_step(state: TrainState, config: RunConfig, tokens: np.ndarray, ops: ModelOps | None = None,
+             mlp=None, mlp_back=None) -> float:
+    """One step on the step's whole global batch; returns its loss before the update. ``mlp`` and ``mlp_back``
+    (both or neither) run every block's MLP: :func:`~mlsys_lab.capstone.model.dense_mlp` and its backward when
+    None, or a tensor-parallel pair (:func:`mlsys_lab.capstone.tp.tensor_parallel_mlp`)."""
     check_type("state", state, TrainState)
     check_type("config", config, RunConfig)
+    mlp, mlp_back = _mlp_pair(mlp, mlp_back)
     x, y = global_batch(tokens, state.step, config.batch_size, config.model.context, config.data_seed)
-    loss, grad = loss_and_grad(state.theta, x, y, config.model, ops)
+    loss, grad = loss_and_grad(state.theta, x, y, config.model, ops, mlp=mlp, mlp_back=mlp_back)
     adam_update(state, grad, config.lr)
     state.step += 1
     return loss
+
+
+def _mlp_pair(mlp, mlp_back) -> tuple:
+    """The model's own MLP pair when both are None; a forward and its own backward, given together, else."""
+    if (mlp is None) != (mlp_back is None):
+        raise ValueError(f"mlp and mlp_back must be given together (a forward and its backward) or both left None; "
+                         f"got mlp={type(mlp).__name__} and mlp_back={type(mlp_back).__name__}")
+    return (dense_mlp, dense_mlp_back) if mlp is None else (mlp, mlp_back)
 
 
 def held_out_loss(theta: np.ndarray, config: RunConfig, n_batches: int = 4, ops: ModelOps | None = None) -> float:
@@ -151,10 +171,12 @@ class RunLog:
 
 
 def train(config: RunConfig, n_steps: int, state: TrainState | None = None, ops: ModelOps | None = None,
-          progress=None) -> tuple[TrainState, RunLog]:
-    """Run ``n_steps`` steps from ``state`` (a fresh one by default); ``progress``: a tqdm-like wrapper or None."""
+          progress=None, mlp=None, mlp_back=None) -> tuple[TrainState, RunLog]:
+    """Run ``n_steps`` steps from ``state`` (a fresh one by default); ``progress``: a tqdm-like wrapper or None;
+    ``mlp`` and ``mlp_back``: every block's MLP, as :func:`run_step` takes them."""
     check_type("config", config, RunConfig)
     check_int("n_steps", n_steps, low=0, high=10**6)
+    mlp, mlp_back = _mlp_pair(mlp, mlp_back)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a tqdm-like wrapper of an iterable, or None; got {type(progress).__name__}")
     state = fresh_run(config) if state is None else check_type("state", state, TrainState)
@@ -163,7 +185,7 @@ def train(config: RunConfig, n_steps: int, state: TrainState | None = None, ops:
     steps = range(n_steps) if progress is None else progress(range(n_steps))
     start = time.perf_counter()
     for _ in steps:
-        log.losses.append(run_step(state, config, tokens, ops))
+        log.losses.append(run_step(state, config, tokens, ops, mlp, mlp_back))
     log.seconds = time.perf_counter() - start
     return state, log
 

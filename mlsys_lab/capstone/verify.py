@@ -1,4 +1,4 @@
-"""Does the capstone's system hold with your pieces in it? Three checks, and the piece that breaks one, by name.
+"""Does the capstone's system hold with your pieces in it? Five checks, and the piece that breaks one, by name.
 
 1. **operators**: a short float64 run on one process with your operators (the loss and its gradient, the layer-norm
    and attention backward) takes the course's steps: every loss and the final θ within a relative 10⁻⁹.
@@ -8,6 +8,11 @@
 3. **resume**: that run killed with SIGKILL mid-way, then started again, resumes from the checkpoint your crash-safe
    writer wrote (not from step 0) and ends bit for bit where the uninterrupted run ends.
 
+4. **tensor parallel** (simulated ranks in this process): the run with every block's MLP split over 2 ranks by your
+   ``tp_mlp`` (:mod:`mlsys_lab.capstone.tp`) ends at the one-process θ within a relative 10⁻⁹.
+5. **pipeline**: the run in two stages on 2 MPI ranks, in your ``one_f_one_b`` order (:mod:`.pipeline`), ends at the
+   one-process θ within a relative 10⁻⁹, and no stage stashes more micro-batches than 1F1B's min(p − d, m).
+
 A check that fails with pieces of yours in it is run again with each of those pieces swapped for the course's in
 turn (:func:`mlsys_lab.pieces.use_course`, then back to yours): the piece whose swap makes it pass is named. The
 MPI ranks read the same piece store, so a swap reaches them too.
@@ -16,6 +21,7 @@ MPI ranks read the same piece store, so a swap reaches them too.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import io
 import tempfile
@@ -26,18 +32,22 @@ from typing import Callable
 import numpy as np
 
 from mlsys_lab import pieces
-from mlsys_lab.capstone.launch import run_and_kill, run_data_parallel
+from mlsys_lab.capstone.launch import run_and_kill, run_data_parallel, run_pipeline
 from mlsys_lab.capstone.model import GPTConfig, course_ops
 from mlsys_lab.capstone.stack import load_stack
+from mlsys_lab.capstone.tp import tensor_parallel_mlp
 from mlsys_lab.capstone.train import RunConfig, train
 from mlsys_lab.validation import check_int, check_type
 
 RTOL = 1e-9  # float64 runs differ only in summation order
+PIPELINE_MICROBATCHES = 4  # of VERIFY_CONFIG's 5 sequences: 2, 1, 1, 1 (unequal shares: the weighting matters)
 # What each check runs: the pieces a failure can be blamed on.
 STAGE_PIECES: dict[str, tuple[str, ...]] = {
     "operators": ("softmax_cross_entropy", "layer_norm_backward", "attention_backward"),
     "data parallel": ("ring_allreduce", "average_gradients"),
     "resume": ("crash_safe_writer",),
+    "tensor parallel": ("tp_mlp",),
+    "pipeline": ("one_f_one_b",),
 }
 VERIFY_CONFIG = RunConfig(model=GPTConfig(context=16, d_model=32, n_heads=2, n_layers=1, dtype="float64"),
                           batch_size=5, lr=1e-2)
@@ -111,8 +121,38 @@ def _resume(config: RunConfig, n_steps: int, folder: Path) -> tuple[bool, str]:
                   f"{'bit-for-bit equal' if same else 'not equal'} to the uninterrupted run")
 
 
+def _tensor_parallel(config: RunConfig, n_steps: int, _folder: Path) -> tuple[bool, str]:
+    """The run with every block's MLP split over 2 tensor-parallel ranks by your ``tp_mlp`` (the course's operators
+    otherwise): θ within RTOL of the course's one-process run."""
+    single, _ = _course_run(config, n_steps)
+    mlp, mlp_back, group = tensor_parallel_mlp(load_stack(quiet=True).tp_mlp, n_ranks=2)
+    split, _ = train(config, n_steps, ops=course_ops(), mlp=mlp, mlp_back=mlp_back)
+    gap = _relative(split.theta, single.theta)
+    return bool(gap <= RTOL), (f"2 ranks, the MLP split by columns of W1 and rows of W2: θ after {n_steps} steps "
+                               f"within {gap:.1e} of one process (≤ {RTOL:g}); {group.calls // n_steps} "
+                               f"all-reduces a step")
+
+
+def _pipeline(config: RunConfig, n_steps: int, _folder: Path) -> tuple[bool, str]:
+    """The run in a two-stage pipeline on 2 MPI ranks in your ``one_f_one_b`` order (a block on each stage: at least
+    two layers), micro-batches of 2, 1, 1, 1 sequences: θ within RTOL of one process, and no stage stashing more
+    micro-batches than 1F1B's min(p − d, m) (GPipe's order trains as well, but stashes m on every stage)."""
+    config = dataclasses.replace(config, model=dataclasses.replace(config.model,
+                                                                   n_layers=max(config.model.n_layers, 2)))
+    m = min(PIPELINE_MICROBATCHES, config.batch_size)
+    single, _ = _course_run(config, n_steps)
+    run = run_pipeline(config, n_steps, m)  # a malformed or deadlocking order: ValueError, why, before mpiexec
+    gap = _relative(run["theta"], single.theta)
+    peaks, bounds = run["peak_stashed"], run["stash_bound"]
+    stash_ok = all(peak <= bound for peak, bound in zip(peaks, bounds, strict=True))
+    return bool(gap <= RTOL and stash_ok), (
+        f"2 stages, θ after {n_steps} steps within {gap:.1e} of one process (≤ {RTOL:g}); micro-batches stashed at "
+        f"most {peaks} per stage ({'within' if stash_ok else 'over'} 1F1B's min(p − d, m) = {bounds})")
+
+
 STAGES: dict[str, Callable[[RunConfig, int, Path], tuple[bool, str]]] = {
-    "operators": _operators, "data parallel": _data_parallel, "resume": _resume}
+    "operators": _operators, "data parallel": _data_parallel, "resume": _resume, "tensor parallel": _tensor_parallel,
+    "pipeline": _pipeline}
 
 
 def _whose(names: tuple[str, ...]) -> dict[str, str]:

@@ -15,20 +15,33 @@ from __future__ import annotations
 import numpy as np
 
 from mlsys_lab.capstone.train import TrainState, adam_update
+from mlsys_lab.validation import check_array, check_int
+
+
+def slice_sizes(n_params: int, n_ranks: int) -> list[int]:
+    """How many of ``n_params`` parameters each of ``n_ranks`` ranks steps: ``np.array_split``'s slices, the first
+    n mod p ranks one parameter more (so the paper's Ψ/N_d is exact only when p divides Ψ)."""
+    n, p = check_int("n_params", n_params, low=1), check_int("n_ranks", n_ranks, low=1, high=1 << 20)
+    return [n // p + (1 if r < n % p else 0) for r in range(p)]
 
 
 class Zero1Optimizer:
-    """Adam over this rank's slice of θ (a view: stepping it updates θ), with m and v of the slice's size only."""
+    """Adam over this rank's slice of θ (a view: stepping it updates θ), with m and v of the slice's size only.
 
-    def __init__(self, comm, theta: np.ndarray, lr: float, step: int = 0) -> None:
+    ``m`` and ``v``: this rank's slices of the moments to start from (a resumed run's shard), else zeros."""
+
+    def __init__(self, comm, theta: np.ndarray, lr: float, step: int = 0, m: np.ndarray | None = None,
+                 v: np.ndarray | None = None) -> None:
         from mpi4py import MPI
 
         self.comm, self.theta, self.lr = comm, theta, lr
         p, r = comm.Get_size(), comm.Get_rank()
-        sizes = np.array([len(s) for s in np.array_split(np.arange(theta.size), p)])
+        sizes = np.array(slice_sizes(theta.size, p))
         self.counts, self.displs = sizes.tolist(), np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
         lo, hi = self.displs[r], self.displs[r] + self.counts[r]
-        self.shard = TrainState(theta[lo:hi], np.zeros(hi - lo, theta.dtype), np.zeros(hi - lo, theta.dtype), step)
+        m, v = ((np.zeros(hi - lo, theta.dtype) if a is None else check_array(name, a, shape=(hi - lo,)).astype(
+            theta.dtype)) for name, a in (("m", m), ("v", v)))
+        self.shard = TrainState(theta[lo:hi], m, v, step)
         self.mpi_type = MPI.FLOAT if theta.dtype == np.float32 else MPI.DOUBLE
         self.sum = MPI.SUM
 

@@ -30,7 +30,8 @@ class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         # The package and its lesson modules; a deeper name (``from <lesson module> import helper`` looks for a
         # submodule ``helper`` once the attribute is refused) is not found, so the learner reads an ImportError.
-        if fullname == PACKAGE or (fullname.startswith(PACKAGE + ".") and fullname.count(".") == PACKAGE.count(".") + 1):
+        lesson_module = fullname.startswith(PACKAGE + ".") and fullname.count(".") == PACKAGE.count(".") + 1
+        if fullname == PACKAGE or lesson_module:
             return importlib.util.spec_from_loader(fullname, self, is_package=True)
         return None
 

@@ -1,7 +1,7 @@
 """The checks of the exercises of 12_capstone: causal attention's backward, and the data-parallel gradient average.
 
 ``attention_backward(q, k, v, probs, dy, scale)`` is compared with the chain rule (the course's
-:func:`mlsys_lab.capstone.model.attention_vjp`, itself checked against central differences in the tests) to
+:func:`mlsys_lab.capstone.operators.attention_vjp`, itself checked against central differences in the tests) to
 float64 round-off, on causal attention of random shapes down to one position and one feature, one head and many.
 
 ``average_gradients(rank_grads, rank_tokens, group)`` gets every rank's gradient (a dict of arrays: the gradient of
@@ -24,7 +24,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from mlsys_lab.capstone.dp import LocalGroup
-from mlsys_lab.capstone.model import attention_vjp, causal_probs
+from mlsys_lab.capstone.operators import attention_vjp, causal_probs
 from mlsys_lab.exercises import Case, check, rng, short
 from mlsys_lab.parallelism import comm as tensor_comm
 

@@ -28,7 +28,6 @@ from mlsys_lab.exercises.cuda_kernels import KernelRace, TimedCase, check_kernel
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.memory_hierarchy.bf16_gemm import bf16_gemm, from_bf16_bits, to_bf16_bits
 from mlsys_lab.kernels.memory_hierarchy.sgemm import sgemm
-from mlsys_lab.memory_hierarchy.tensor_cores import BLOCK_TILE, mma_shapes
 
 NAME = "bf16_mma_cuda"
 MIN_CAPABILITY = (8, 0)  # BF16 mma.sync m16n8k16 and ldmatrix: Ampere (sm_80) and newer

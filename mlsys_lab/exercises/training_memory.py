@@ -263,6 +263,32 @@ def _scaling_problem(got, backward, expected, size, diverged=lambda: None) -> st
     return None
 
 
+# --- exercise 4b: one step of the loss scaler (the capstone's mixed-precision run runs it) ----------------------
+
+def check_loss_scaler_step(fn) -> None:
+    """``fn(grads16, scale, good_steps, growth_factor, backoff_factor, growth_interval)`` ->
+    ``(grads, found_inf, new_scale, new_good_steps)``, one step of PyTorch's GradScaler (``unscale_``, ``update``).
+
+    grads must be float32 and equal the reference bit for bit: float32(grads16) × float32(1/scale), the reciprocal
+    rounded once, as GradScaler multiplies (NaN where it has NaN; unscaled even on an overflow). Hidden cases: an inf
+    or a NaN part-way through a growth interval, the counter at interval − 1, growth_interval 1, growth and backoff
+    ×4/×0.25 and ×1.5/×0.75, a scale below 1 (unscaled in fp16 the entries overflow) and of 2²⁴ (they flush), a scale
+    of 3·2^k (dividing by it changes bits), fp16 subnormals and signed zeros.
+    """
+    from mlsys_lab.exercises.training_memory_references import (
+        loss_scaler_cases,
+        reference_loss_scaler_step,
+        scaler_step_problem,
+    )
+
+    cases = []
+    for label, args in loss_scaler_cases(rng()):
+        expected = reference_loss_scaler_step(*args)
+        cases.append(Case(label, args, expected=expected,
+                          check_result=lambda got, e=expected: scaler_step_problem(got, e)))
+    check("loss_scaler_step", fn, cases, compare=lambda got, exp: True)
+
+
 # --- exercise 5: a checkpointing plan under a memory budget ------------------------------------------------------
 
 def check_checkpoint_plan(fn) -> None:

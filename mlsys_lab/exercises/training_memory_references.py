@@ -11,7 +11,9 @@ from typing import ClassVar
 import numpy as np
 
 from mlsys_lab import backend
+from mlsys_lab.exercises import short
 from mlsys_lab.training_memory.autodiff import Tape, Tensor, composed_softmax_cross_entropy
+from mlsys_lab.training_memory.mixed_precision import loss_scaler_step
 from mlsys_lab.training_memory.recompute import simulate_checkpoint_plan
 
 FP16_MAX = float(np.finfo(np.float16).max)  # 65504
@@ -49,24 +51,26 @@ class Fp16Backward:
 
 def reference_loss_scaling(backward, weights, lr, n_steps, init_scale=2.0 ** 16, growth_factor=2.0,
                            backoff_factor=0.5, growth_interval=2000):
-    """GradScaler's loop (Micikevicius et al. 2018; PyTorch ``torch.amp.GradScaler``) over fp32 master weights."""
+    """GradScaler's loop (Micikevicius et al. 2018; PyTorch ``torch.amp.GradScaler``) over fp32 master weights:
+    one :func:`reference_loss_scaler_step` a step, the update skipped on inf/NaN."""
     w = np.array(weights, dtype=np.float32)
     scale, clean, scales, skipped = float(init_scale), 0, [], []
     for step in range(n_steps):
         grads16 = np.asarray(backward(step, scale))  # gradients of scale · loss, in fp16
         scales.append(scale)
-        if not np.isfinite(grads16).all():  # inf or NaN: skip the update, back off
-            skipped.append(True)
-            scale *= backoff_factor
-            clean = 0
-            continue
-        skipped.append(False)
-        w -= np.float32(lr) * (grads16.astype(np.float32) / np.float32(scale))  # unscale in fp32, update master
-        clean += 1
-        if clean == growth_interval:
-            scale *= growth_factor
-            clean = 0
+        grads, found_inf, scale, clean = reference_loss_scaler_step(grads16, scale, clean, growth_factor,
+                                                                    backoff_factor, growth_interval)
+        skipped.append(found_inf)
+        if not found_inf:
+            w -= np.float32(lr) * grads  # unscaled in fp32: update the master weights
     return {"weights": w, "scales": scales, "skipped": skipped}
+
+
+def reference_loss_scaler_step(grads16, scale, good_steps, growth_factor=2.0, backoff_factor=0.5,
+                               growth_interval=2000):
+    """One step of GradScaler: unscale in fp32 (× the fp32 reciprocal), found_inf, the next scale and count
+    (:func:`mlsys_lab.training_memory.mixed_precision.loss_scaler_step`, which the capstone runs)."""
+    return loss_scaler_step(grads16, scale, good_steps, growth_factor, backoff_factor, growth_interval)
 
 
 def loss_scaling_stream(g: np.random.Generator, n_steps: int, d: int, spikes: int, nans: int):
@@ -80,6 +84,93 @@ def loss_scaling_stream(g: np.random.Generator, n_steps: int, d: int, spikes: in
         grads[step, g.integers(d)] *= 10.0 ** g.uniform(2, 5)
     nan_steps = frozenset(int(s) for s in g.choice(n_steps, size=nans, replace=False))
     return grads, nan_steps, magnitude
+
+
+def _fp16_entries(g: np.random.Generator, shape, low: float, high: float) -> np.ndarray:
+    """float16 values of random sign with magnitudes 2^uniform(low, high), a few of them ±0."""
+    values = np.where(g.random(shape) < 0.5, -1.0, 1.0) * 2.0 ** g.uniform(low, high, size=shape)
+    values[g.random(shape) < 0.05] = -0.0
+    with np.errstate(over="ignore"):
+        return values.astype(np.float16)
+
+
+def loss_scaler_cases(g: np.random.Generator) -> list[tuple[str, tuple]]:
+    """(label, args) of :func:`check_loss_scaler_step`'s cases: args = (grads16, scale, good_steps, growth_factor,
+    backoff_factor, growth_interval); every scale and product of a scale and a factor is exact in float32."""
+    cases = [("the example: [1, 3, −2⁻¹²] at scale 2¹⁶, counter 1 of 2",
+              (np.array([1.0, 3.0, -2.0 ** -12], dtype=np.float16), 65536.0, 1, 2.0, 0.5, 2))]
+    shape = (int(g.integers(2, 6)), int(g.integers(8, 40)))
+    interval = int(g.integers(5, 2001))
+    k = int(g.integers(10, 21))
+    cases.append((f"a clean step, counter part-way ({interval // 2} of {interval}), scale 2^{k}",
+                  (_fp16_entries(g, shape, -24, 12), 2.0 ** k, interval // 2, 2.0, 0.5, interval)))
+    interval, k = int(g.integers(2, 60)), int(g.integers(8, 17))
+    cases.append((f"counter at growth_interval − 1 = {interval - 1}: this clean step grows ×4 from 2^{k}",
+                  (_fp16_entries(g, int(g.integers(16, 200)), -20, 10), 2.0 ** k, interval - 1, 4.0, 0.25, interval)))
+    interval = int(g.integers(6, 100))
+    good = int(g.integers(4, interval))
+    grads = _fp16_entries(g, int(g.integers(16, 200)), -20, 10)
+    grads[g.integers(grads.size)] = np.float16(np.inf) * (1 if g.random() < 0.5 else -1)
+    cases.append((f"an inf entry with the counter at {good} of {interval}, backoff ×0.25",
+                  (grads, 2.0 ** int(g.integers(12, 20)), good, 4.0, 0.25, interval)))
+    interval = int(g.integers(3, 50))
+    good = int(g.integers(1, interval))
+    grads = _fp16_entries(g, (4, int(g.integers(4, 30))), -20, 10)
+    grads.flat[g.integers(grads.size)] = np.nan
+    cases.append((f"a NaN entry (no inf) with the counter at {good} of {interval}",
+                  (grads, 2.0 ** int(g.integers(8, 16)), good, 2.0, 0.5, interval)))
+    k = int(g.integers(2, 7))
+    cases.append((f"scale 2^-{k} (after backoffs): entries up to 6·10⁴ that overflow if unscaled in fp16",
+                  (_fp16_entries(g, int(g.integers(16, 100)), 12, 15.99), 2.0 ** -k, 0, 2.0, 0.5, 2000)))
+    k = int(g.integers(22, 27))
+    cases.append((f"scale 2^{k}: entries that flush to zero if unscaled in fp16",
+                  (_fp16_entries(g, int(g.integers(64, 300)), -10, 4), 2.0 ** k, 3, 2.0, 0.5, 10)))
+    k, interval = int(g.integers(8, 15)), int(g.integers(2, 20))
+    cases.append((f"scale 3·2^{k} (its reciprocal rounds in float32), counter {interval - 1} of {interval}, growth "
+                   f"×1.5", (_fp16_entries(g, 512, -14, 15), 3.0 * 2.0 ** k, interval - 1, 1.5, 0.75, interval)))
+    k = int(g.integers(0, 24))
+    cases.append((f"growth_interval 1: every clean step grows, from 2^{k}",
+                  (_fp16_entries(g, int(g.integers(1, 50)), -24, 4), 2.0 ** k, 0, 2.0, 0.5, 1)))
+    grads = _fp16_entries(g, int(g.integers(8, 64)), -24, -14)  # fp16 subnormals and signed zeros
+    cases.append(("fp16 subnormals and signed zeros at scale 8, counter 0 of 1 (interval 1)",
+                  (grads, 8.0, 0, 2.0, 0.5, 1)))
+    return cases
+
+
+def scaler_step_problem(got, expected) -> str | None:
+    """What is wrong with the learner's (grads, found_inf, new_scale, new_good_steps), or None: grads must be the
+    reference's float32 values bit for bit (NaN where it has NaN), the rest equal."""
+    if not isinstance(got, (tuple, list)) or len(got) != 4:
+        return f"return (grads, found_inf, new_scale, new_good_steps), a tuple of 4; got {short(got)}"
+    grads, found_inf, new_scale, new_good = got
+    want_grads, want_inf, want_scale, want_good = expected
+    if not isinstance(found_inf, (bool, np.bool_)) or bool(found_inf) != want_inf:
+        return f"found_inf is {short(found_inf)}; expected {want_inf}"
+    if not isinstance(grads, np.ndarray) or grads.dtype != np.float32:
+        kind = f"dtype {grads.dtype}" if isinstance(grads, np.ndarray) else type(grads).__name__
+        return f"grads must be a float32 array (unscale in float32); got {kind}"
+    if grads.shape != want_grads.shape:
+        return f"grads has shape {grads.shape}; expected {want_grads.shape} (grads16's)"
+    nan = np.isnan(want_grads)
+    wrong = (grads.view(np.uint32) != want_grads.view(np.uint32)) & ~nan | (nan & ~np.isnan(grads))
+    if wrong.any():
+        i = tuple(int(v) for v in np.argwhere(wrong)[0])
+        a, b = grads[i], want_grads[i]
+        ulp = (np.isfinite(a) and np.isfinite(b) and a != 0
+               and abs(int(a.view(np.int32)) - int(b.view(np.int32))) == 1)
+        why = (": one unit in the last place off; unscale as float32(grads16) * float32(1 / scale), the reciprocal "
+               "rounded once, as GradScaler does" if ulp else "")
+        return (f"grads[{', '.join(map(str, i))}] is {a} (bits {a.view(np.uint32):#010x}); expected {b} (bits "
+                f"{b.view(np.uint32):#010x}){why}")
+    try:
+        scale_ok = float(new_scale) == want_scale
+    except (TypeError, ValueError):
+        scale_ok = False
+    if not scale_ok:
+        return f"new_scale is {short(new_scale)}; expected {want_scale!r}"
+    if isinstance(new_good, (bool, np.bool_)) or not isinstance(new_good, (int, np.integer)) or new_good != want_good:
+        return f"new_good_steps is {short(new_good)}; expected {want_good}"
+    return None
 
 
 # --- activation checkpointing under a budget -----------------------------------------------------------------

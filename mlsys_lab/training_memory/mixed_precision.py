@@ -12,6 +12,7 @@ multiplies the loss by a scale S before the backward and divides the gradients b
 2018, "loss scaling"; dynamic: halve S and skip the step on inf/NaN, double it after N clean steps). bf16 has
 fp32's range and little precision: no loss scaling, but an update smaller than ε/2 of a weight is lost if the
 weight is stored in bf16 (or fp16), hence the fp32 *master* copy the optimizer updates.
+:func:`loss_scaler_step` is one step of that dynamic scaler as PyTorch's ``GradScaler`` takes it.
 
 NumPy has float16 but no bfloat16: :func:`to_bfloat16` emulates it on float32 arrays by dropping the low 16 bits
 of each float32 (truncation, or round-to-nearest-even as hardware converts).
@@ -24,7 +25,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsys_lab.training_memory.weight_compression import to_bfloat16_bits
-from mlsys_lab.validation import check_array, check_choice, check_finite, check_int, check_type
+from mlsys_lab.validation import (
+    check_array,
+    check_choice,
+    check_finite,
+    check_int,
+    check_number,
+    check_type,
+)
+
+FP32_MAX = float(np.finfo(np.float32).max)
+MIN_LOSS_SCALE = 2.0 ** -100  # below it 65504 / scale leaves float32's range
 
 
 @dataclass(frozen=True)
@@ -171,3 +182,43 @@ def accumulate_updates(weight: float, update: float, n_steps: int, dtype: str) -
     for _ in range(n):
         value = cast(np.asarray(value, dtype=np.float64) + u, dtype)
     return float(np.asarray(value, dtype=np.float64)[0])
+
+
+def loss_scaler_step(grads16, scale: float, good_steps: int, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                     growth_interval: int = 2000) -> tuple[np.ndarray, bool, float, int]:
+    """One step of dynamic loss scaling, as PyTorch's ``GradScaler`` takes it (``torch/amp/grad_scaler.py``).
+
+    ``grads16``: the float16 gradient of ``scale`` × loss. Returns ``(grads, found_inf, new_scale, new_good_steps)``:
+
+    * ``grads``: unscaled in float32 as ``unscale_`` does it: ``float32(grads16) * inv_scale`` with the reciprocal
+      ``inv_scale = float32(1 / float64(scale))`` taken in float64 and rounded once to float32 (PyTorch:
+      ``self._scale.double().reciprocal().float()``, then ``_amp_foreach_non_finite_check_and_unscale_``
+      multiplies); returned even on an overflow, as ``unscale_`` leaves them in ``.grad``;
+    * ``found_inf``: any entry inf or NaN (the caller skips its optimizer step, as ``GradScaler.step`` does);
+    * ``new_scale``, ``new_good_steps`` as ``update`` (``_amp_update_scale_``): on found_inf scale × backoff and
+      0; otherwise the count of clean steps plus one, and when it reaches ``growth_interval``, scale × growth and 0.
+      The scale is a float32 number there (product in float64, rounded to float32), and a growth that would
+      overflow float32 leaves it as it was.
+    """
+    g16 = check_array("grads16", grads16, kinds="f", min_size=0)
+    if g16.dtype != np.float16:
+        raise TypeError(f"grads16 must be a float16 array (the gradient an fp16 backward hands over); got dtype "
+                        f"{g16.dtype}")
+    scale32 = np.float32(check_number("scale", scale, low=MIN_LOSS_SCALE, high=FP32_MAX))
+    growth_factor = check_finite("growth_factor", growth_factor, low=1.0, low_inclusive=False)
+    backoff_factor = check_number("backoff_factor", backoff_factor, low=0.0, high=1.0, low_inclusive=False,
+                                  high_inclusive=False)
+    growth_interval = check_int("growth_interval", growth_interval, low=1)
+    if check_int("good_steps", good_steps, low=0) >= growth_interval:
+        raise ValueError(f"good_steps must be below growth_interval={growth_interval} (the count restarts when it "
+                         f"reaches it); got {good_steps}")
+    inv_scale = np.float32(1.0 / np.float64(scale32))
+    grads = np.asarray(g16, dtype=np.float32) * inv_scale
+    found_inf = not bool(np.isfinite(g16).all())
+    if found_inf:
+        return grads, True, float(np.float32(np.float64(scale32) * backoff_factor)), 0
+    if good_steps + 1 < growth_interval:
+        return grads, False, float(scale32), good_steps + 1
+    with np.errstate(over="ignore"):
+        grown = np.float32(np.float64(scale32) * growth_factor)
+    return grads, False, float(grown if np.isfinite(grown) else scale32), 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 import numpy as np
+from matplotlib.patches import Patch
 
 from mlsys_lab.capstone.cost import dp_step_seconds, flops_per_token, gradient_bytes
 from mlsys_lab.capstone.model import GPTConfig, count_params
@@ -94,3 +95,20 @@ def plot_rank_seconds(ax, compute_s: list[float], allreduce_s: list[float], chec
     ax.invert_yaxis()
     ax.set_xlabel("seconds over the run")
     ax.legend(fontsize=8, ncols=3, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+
+
+def plot_pipeline_timeline(ax, timeline: list[list]) -> None:
+    """One row per rank (stage), one bar per op of the pipeline's step: forwards blue, backwards orange, the
+    micro-batch's number in the bar; ``timeline[r]`` holds rank r's (kind, micro-batch, start, end) in seconds (the
+    report of :func:`mlsys_lab.capstone.launch.run_pipeline`). The gaps are the bubble: a stage waiting."""
+    colors = {"F": "#4c72b0", "B": "#dd8452"}
+    for rank, ops in enumerate(timeline):
+        for kind, microbatch, start, end in ops:
+            ax.barh(rank, (end - start) * 1e3, left=start * 1e3, color=colors[kind], edgecolor="white")
+            ax.text((start + end) / 2 * 1e3, rank, str(microbatch), ha="center", va="center", color="white",
+                    fontsize=8)
+    ax.set_yticks(range(len(timeline)), [f"rank {r} (stage {r})" for r in range(len(timeline))])
+    ax.invert_yaxis()
+    ax.set_xlabel("milliseconds into the step")
+    ax.legend(handles=[Patch(color=c, label="forward" if k == "F" else "backward") for k, c in colors.items()],
+              fontsize=8, ncols=2, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)

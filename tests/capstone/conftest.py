@@ -61,9 +61,11 @@ def solved_exercises() -> list:
     from mlsys_lab.exercises.collectives import check_ring_allreduce
     from mlsys_lab.exercises.fault_tolerance import check_crash_safe_writer
     from mlsys_lab.exercises.moe import check_route_with_capacity, check_top_k_gate
+    from mlsys_lab.exercises.parallelism import check_one_f_one_b, check_tp_mlp
     from mlsys_lab.exercises.peft import check_lora_backward, check_lora_forward
     from mlsys_lab.exercises.training_memory import (
         check_layer_norm_backward,
+        check_loss_scaler_step,
         check_softmax_cross_entropy,
         check_softmax_xent_cuda,
     )
@@ -71,7 +73,10 @@ def solved_exercises() -> list:
     return [
         ("06_training_memory.ipynb", "softmax_cross_entropy", check_softmax_cross_entropy),
         ("06_training_memory.ipynb", "layer_norm_backward", check_layer_norm_backward),
+        ("06_training_memory.ipynb", "loss_scaler_step", check_loss_scaler_step),
         ("07_collectives.ipynb", "ring_allreduce", check_ring_allreduce),
+        ("08_parallelism.ipynb", "tp_mlp", check_tp_mlp),
+        ("08_parallelism.ipynb", "one_f_one_b", check_one_f_one_b),
         ("09_fault_tolerance.ipynb", "write_checkpoint", check_crash_safe_writer),
         ("12_capstone.ipynb", "attention_backward", check_attention_backward),
         ("12_capstone.ipynb", "average_gradients", check_average_gradients),

@@ -5,6 +5,7 @@ edit of a kept cell would break it)."""
 import pytest
 
 from mlsys_lab.capstone.verify import STAGE_PIECES, verify_pieces
+from mlsys_lab.exercises.parallelism import check_one_f_one_b
 from mlsys_lab.mpi import find_mpiexec
 
 needs_mpi = pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec (pip install mpich mpi4py)")
@@ -23,15 +24,62 @@ BROKEN = {
 }
 
 
+# one_f_one_b's wrong orders (lesson 08's solved cell, edited) -> (the edit, what the pipeline check then says)
+BROKEN_SCHEDULES = {
+    "B i before F i in the steady state: refused before any rank runs it": (
+        ('ops += [("F", warmup + i), ("B", i)]', 'ops += [("B", i), ("F", warmup + i)]'), "runs B 0 before F 0"),
+    "stage d warms up d forwards, not p - d - 1: the ranks would deadlock; reported, not hung": (
+        ("warmup = min(n_stages - d - 1, n_microbatches)", "warmup = min(d, n_microbatches)"), "would deadlock"),
+    "the last micro-batch's backward dropped on stage 0": (
+        ("range(n_microbatches - warmup, n_microbatches)]", "range(n_microbatches - warmup, n_microbatches - 1)]"),
+        "stage 0 runs B 3 0 times"),
+    "GPipe's order, all F then all B: the same θ, but m micro-batches stashed": (
+        ("warmup = min(n_stages - d - 1, n_microbatches)", "warmup = n_microbatches"),
+        "over 1F1B's min(p − d, m) = [2, 1]"),
+}
+
+
+@pytest.fixture
+def keep_every_piece(keep_every_piece, learner, capsys):
+    """conftest's, and lesson 08's solved one_f_one_b (the pipeline check's piece) kept by its check."""
+
+    def keep() -> None:
+        keep_every_piece()
+        check_one_f_one_b(learner.solved("08_parallelism.ipynb", "one_f_one_b"))
+        assert "✓" in capsys.readouterr().out
+
+    return keep
+
+
+# tp_mlp (lesson 08): what is wrong with it, the edit of its kept source; each must fail "tensor parallel"
+BROKEN_TP_MLP = [
+    ("every rank multiplies the whole W1 and W2: the all-reduced output is p times too big",
+     ("mlp(x, w1[:, r * k:(r + 1) * k], w2[r * k:(r + 1) * k, :])", "mlp(x, w1, w2)")),
+    ("every rank's columns of W1 met with the first block of W2's rows",
+     ("w2[r * k:(r + 1) * k, :]", "w2[:k, :]")),
+    ("no all-reduce: each rank returns its own partial output",
+     ("return group.all_reduce(partials)", "return partials")),
+]
+
+
+def keep_tp_mlp(learner) -> None:
+    """Keep the learner's solved ``tp_mlp`` of lesson 08 (its check passes)."""
+    from mlsys_lab.exercises.parallelism import check_tp_mlp
+
+    check_tp_mlp(learner.solved("08_parallelism.ipynb", "tp_mlp"))
+
+
 def stage_of(piece: str) -> str:
     return next(stage for stage, names in STAGE_PIECES.items() if piece in names)
 
 
 @needs_mpi
-def test_the_learners_solved_pieces_pass_every_check_and_are_reported_as_theirs(piece_store, keep_every_piece):
+def test_the_learners_solved_pieces_pass_every_check_and_are_reported_as_theirs(piece_store, keep_every_piece,
+                                                                                 learner):
     keep_every_piece()
+    keep_tp_mlp(learner)
     results = verify_pieces()
-    assert [r.passed for r in results] == [True] * 3, [r.line for r in results]
+    assert [r.passed for r in results] == [True] * len(STAGE_PIECES), [r.line for r in results]
     assert all(set(r.whose.values()) == {"yours"} for r in results), [r.whose for r in results]
 
 
@@ -48,6 +96,25 @@ def test_a_broken_piece_fails_its_check_and_is_named(piece_store, keep_every_pie
     result = results[stage_of(piece)]
     assert not result.passed and result.culprit == piece, result.line
     assert f"your {piece} is the cause" in result.line
+
+
+@pytest.mark.parametrize("broken", BROKEN_TP_MLP, ids=[why for why, _ in BROKEN_TP_MLP])
+def test_a_broken_tp_mlp_fails_the_tensor_parallel_check_and_is_named(piece_store, learner, broken):
+    keep_tp_mlp(learner)
+    record = piece_store / "tp_mlp.json"
+    old, new = broken[1]
+    text = record.read_text()
+    assert old in text, "the catalogue's edit is not in the kept source of tp_mlp"
+    record.write_text(text.replace(old, new, 1))
+    (result,) = verify_pieces(stages=("tensor parallel",))
+    assert not result.passed and result.culprit == "tp_mlp", result.line
+    assert "your tp_mlp is the cause" in result.line
+
+
+def test_the_learners_solved_tp_mlp_passes_the_tensor_parallel_check(piece_store, learner):
+    keep_tp_mlp(learner)
+    (result,) = verify_pieces(stages=("tensor parallel",))
+    assert result.passed and result.whose == {"tp_mlp": "yours"}, result.line
 
 
 @needs_mpi
@@ -68,3 +135,19 @@ def test_a_rank_that_fails_alone_ends_the_job_at_once(piece_store, keep_every_pi
     with pytest.raises(RuntimeError, match="disk full"):
         run_data_parallel(VERIFY_CONFIG, 4, n_ranks=2, folder=tmp_path, every=2, timeout_s=120)
     assert time.monotonic() - start < 60
+
+
+@needs_mpi
+@pytest.mark.parametrize("edit, says", list(BROKEN_SCHEDULES.values()), ids=list(BROKEN_SCHEDULES))
+def test_a_broken_schedule_fails_the_pipeline_check_and_is_named(piece_store, keep_every_piece, edit, says):
+    import json
+
+    keep_every_piece()
+    path = piece_store / "one_f_one_b.json"
+    record = json.loads(path.read_text())
+    assert edit[0] in record["source"], "the catalogue's edit is not in the kept source of one_f_one_b"
+    record["source"] = record["source"].replace(*edit)
+    path.write_text(json.dumps(record))
+    [result] = verify_pieces(stages=("pipeline",))
+    assert not result.passed and result.culprit == "one_f_one_b", result.line
+    assert says in result.line and "your one_f_one_b is the cause" in result.line, result.line

@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 
 from mlsys_lab.course import checks, wire
-from mlsys_lab.exercises import memory_hierarchy_cuda, memory_hierarchy_mma_cuda, moe_cuda, operators_cuda, rng
-from mlsys_lab.exercises import roofline_cuda, training_memory_cuda
+from mlsys_lab.exercises import (
+    memory_hierarchy_cuda,
+    memory_hierarchy_mma_cuda,
+    moe_cuda,
+    operators_cuda,
+    rng,
+    roofline_cuda,
+    training_memory_cuda,
+)
 
 F32 = 4
 
@@ -28,7 +35,8 @@ TIMED = {
     "softmax_xent_cuda": (training_memory_cuda.softmax_xent_timed,
                           lambda logits, labels: logits.nbytes + logits.shape[0] * F32),
     "moe_permute_cuda": (moe_cuda.permute_timed, _permute_out),
-    "moe_unpermute_cuda": (moe_cuda.unpermute_timed, lambda y, expert, slot, weight: expert.shape[0] * y.shape[2] * F32),
+    "moe_unpermute_cuda": (moe_cuda.unpermute_timed,
+                           lambda y, expert, slot, weight: expert.shape[0] * y.shape[2] * F32),
 }
 
 

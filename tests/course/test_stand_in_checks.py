@@ -40,7 +40,7 @@ def test_graded_cells_import_only_checks_from_the_checks(lesson):
 
 
 def test_stand_in_serves_checks_and_refuses_helpers():
-    program = f"""
+    program = """
 from mlsys_lab.course import stand_in_checks
 stand_in_checks.install()
 from mlsys_lab.exercises.memory_hierarchy_mma_cuda import check_bf16_mma_cuda

@@ -240,15 +240,15 @@ def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
     from mlsys_lab.capstone.dp import LocalGroup
     from mlsys_lab.capstone.model import (
         GPTConfig,
-        attention_vjp,
-        cross_entropy_with_grad,
         init_theta,
-        layer_norm_grad,
         views,
     )
+    from mlsys_lab.capstone.operators import attention_vjp, cross_entropy_with_grad, layer_norm_grad
     from mlsys_lab.capstone.text import corpus
+    from mlsys_lab.capstone.tp import TensorParallelGroup, course_tp_mlp
     from mlsys_lab.capstone.train import RunConfig, TrainState
     from mlsys_lab.collectives.network import Network
+    from mlsys_lab.training_memory.mixed_precision import loss_scaler_step
 
     tiny = GPTConfig(vocab_size=7, context=4, d_model=8, n_heads=2, n_layers=1)
     run = RunConfig(model=GPTConfig(context=8, d_model=8, n_heads=2, n_layers=1), batch_size=2)
@@ -267,13 +267,13 @@ def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.capstone.model.loss_and_grad": lambda: dict(theta=init_theta(tiny), idx=ids, targets=ids[:, ::-1],
                                                                config=tiny),
         "mlsys_lab.capstone.model.views": lambda: dict(theta=init_theta(tiny), config=tiny),
-        "mlsys_lab.capstone.model.gradient_check": lambda: dict(
+        "mlsys_lab.capstone.gradient_check.gradient_check": lambda: dict(
             config=GPTConfig(vocab_size=7, context=4, d_model=8, n_heads=2, n_layers=1, dtype="float64"), n_coords=3),
-        "mlsys_lab.capstone.model.cross_entropy_with_grad": lambda: dict(
+        "mlsys_lab.capstone.operators.cross_entropy_with_grad": lambda: dict(
             logits=np.linspace(-2, 2, 12).reshape(3, 4), labels=np.array([0, 3, 1]), label_smoothing=0.1,
             grad_out=np.full(3, 1 / 3)),
         "mlsys_lab.capstone.gpu_loss.kernel_cross_entropy": lambda: dict(launcher=float32_softmax_xent),
-        "mlsys_lab.capstone.model.layer_norm_grad": lambda: dict(x=np.linspace(-2, 2, 12).reshape(3, 4),
+        "mlsys_lab.capstone.operators.layer_norm_grad": lambda: dict(x=np.linspace(-2, 2, 12).reshape(3, 4),
                                                                  grad_out=np.linspace(1, -1, 12).reshape(3, 4)),
         "mlsys_lab.capstone.text.global_batch": lambda: dict(tokens=corpus().tokens[:1000], step=3, batch_size=2,
                                                              context=8),
@@ -282,6 +282,24 @@ def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.capstone.train.run_step": lambda: dict(state=state(run.model), config=run,
                                                           tokens=corpus().tokens[:1000]),
         "mlsys_lab.capstone.train.train": lambda: dict(config=run, n_steps=2),
+        "mlsys_lab.capstone.mixed_precision.train_mixed_precision": lambda: dict(
+            config=run, n_steps=2, scaler_step=loss_scaler_step, growth_interval=1),
+        "mlsys_lab.capstone.mixed_precision.MixedPrecisionLog": lambda: dict(
+            losses=[2.0, 1.9], scales=[4.0, 8.0], skipped=[False, True], flushed_at_one=[0.01, 0.02],
+            flushed_at_scale=[0.0, 0.001], seconds=0.5),
+        # 1 × 2¹⁷ overflows fp16 and 2⁻⁴⁵ × 2¹⁷ flushes: the baseline shows both
+        "mlsys_lab.capstone.mixed_precision.fp16_gradient": lambda: dict(
+            grad=np.array([1.0, 2.0 ** -26, 2.0 ** -45, -0.25], dtype=np.float32), scale=2.0 ** 17),
+        "mlsys_lab.capstone.mixed_precision.flushed_share": lambda: dict(
+            grad=np.array([0.0, 1e-9, 1.0]), grad16=np.array([0.0, 0.0, 1.0], dtype=np.float16)),
+        "mlsys_lab.training_memory.mixed_precision.loss_scaler_step": lambda: dict(
+            grads16=np.array([1.0, -2.0, 0.5], dtype=np.float16), scale=1024.0, good_steps=0, growth_factor=2.0,
+            backoff_factor=0.5, growth_interval=3),
+        "mlsys_lab.capstone.tp.course_tp_mlp": lambda: dict(
+            x=np.linspace(-1, 1, 12).reshape(1, 3, 4), w1=np.linspace(-1, 1, 32).reshape(4, 8),
+            w2=np.linspace(1, -1, 32).reshape(8, 4), n_ranks=2, group=TensorParallelGroup(2)),
+        "mlsys_lab.capstone.tp.tensor_parallel_mlp": lambda: dict(tp_mlp=course_tp_mlp, n_ranks=2),
+        "mlsys_lab.capstone.tp.tensor_parallel_run": lambda: dict(config=run, n_steps=1, n_ranks=2),
         "mlsys_lab.capstone.train.held_out_loss": lambda: dict(theta=init_theta(run.model), config=run, n_batches=1),
         "mlsys_lab.capstone.train.sample": lambda: dict(theta=init_theta(run.model), config=run.model, prompt="Ay",
                                                         n_chars=3),
@@ -292,11 +310,26 @@ def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.capstone.model.ModelOps": lambda: dict(cross_entropy=cross_entropy_with_grad,
                                                           layer_norm_backward=layer_norm_grad,
                                                           attention_backward=attention_vjp),
-        "mlsys_lab.capstone.model.attention_vjp": lambda: dict(
+        "mlsys_lab.capstone.operators.attention_vjp": lambda: dict(
             q=heads(1), k=heads(2), v=heads(3), probs=np.tril(np.full((1, 2, 3, 3), 1 / 3)), dy=heads(4), scale=0.5),
-        "mlsys_lab.capstone.model.causal_probs": lambda: dict(q=heads(1), k=heads(2), scale=0.5),
+        "mlsys_lab.capstone.operators.causal_probs": lambda: dict(q=heads(1), k=heads(2), scale=0.5),
         "mlsys_lab.capstone.model.flatten": lambda: dict(arrays=views(init_theta(tiny), tiny), config=tiny),
         "mlsys_lab.capstone.text.Corpus": lambda: dict(tokens=np.array([0, 1, 2, 1], dtype=np.uint8), chars="abc"),
+        "mlsys_lab.capstone.zero.slice_sizes": lambda: dict(n_params=10, n_ranks=3),
+        "mlsys_lab.capstone.memory.rank_state_bytes": lambda: dict(config=tiny, n_ranks=2, rank=1, zero1=True),
+        "mlsys_lab.capstone.memory.step_activation_bytes": lambda: dict(config=tiny, batch_rows=2),
+        "mlsys_lab.capstone.memory.rank_memory_model": lambda: dict(config=tiny, batch_size=3, n_ranks=2, rank=1,
+                                                                    zero1=True),
+        "mlsys_lab.capstone.pipeline.course_one_f_one_b": lambda: dict(n_stages=2, n_microbatches=3),
+        "mlsys_lab.capstone.pipeline.checked_orders": lambda: dict(schedule=_course_schedule(),
+                                                                   n_microbatches=3),
+        "mlsys_lab.capstone.pipeline.validate_orders": lambda: dict(
+            orders=[[("F", 0), ("F", 1), ("B", 0), ("B", 1)], [("F", 0), ("B", 0), ("F", 1), ("B", 1)]], n_stages=2,
+            n_microbatches=2),
+        "mlsys_lab.capstone.pipeline.stage_layers": lambda: dict(config=tiny, stage=0),
+        "mlsys_lab.capstone.pipeline.stage_slice": lambda: dict(config=tiny, stage=1),
+        "mlsys_lab.capstone.pipeline.StageStep": lambda: dict(grad=np.zeros(4), losses=np.ones(3), peak_stashed=1,
+                                                              timeline=[("F", 0, 0.0, 1e-3)]),
         **_capstone_peft_moe_table(),
     }
 
@@ -1044,3 +1077,10 @@ def _expert_ffn_args() -> dict:
 
 
 TABLE.update(_object_table())
+
+
+def _course_schedule():
+    """The course's 1F1B schedule function (imported when the baseline is built)."""
+    from mlsys_lab.capstone.pipeline import course_one_f_one_b
+
+    return course_one_f_one_b

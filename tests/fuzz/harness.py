@@ -84,6 +84,7 @@ EXCLUDED_MODULES_BY_CATEGORY: dict[str, dict[str, str]] = {
         "mlsys_lab.moe.mpi_dispatch": "runs under mpiexec (processes)",
         "mlsys_lab.fault_tolerance.kill_resume": "starts and kills training processes",
         "mlsys_lab.capstone.dp_run": "runs under mpiexec (processes)",
+        "mlsys_lab.capstone.pp_run": "runs under mpiexec (processes)",
         "mlsys_lab.capstone.launch": "launches MPI processes and kills one with SIGKILL",
         "mlsys_lab.capstone.verify": "runs the capstone over MPI processes, kills one, swaps pieces in the store",
     },
@@ -143,6 +144,8 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
         **{f"mlsys_lab.capstone.dp.{name}": "a rank of an MPI job: needs a communicator that only mpiexec's processes "
                                             "have (tests/capstone/test_dp.py runs them)" for name in (
             "MpiNetwork", "MpiGroup")},
+        "mlsys_lab.capstone.pipeline.PipelineStage": "a rank of an MPI job: needs a communicator that only mpiexec's "
+                                                     "processes have (tests/capstone/test_pipeline.py runs it)",
         "mlsys_lab.capstone.zero.Zero1Optimizer": "a rank of an MPI job: needs a communicator that only mpiexec's "
                                                   "processes have (tests/capstone/test_dp.py runs it)",
         "mlsys_lab.autotuning.features.compile_static_features": "runs nvcc (a subprocess; needs the CUDA toolkit)",
@@ -178,6 +181,11 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
 EXCLUDED_BY_CATEGORY[ARGUMENT_CHECK]["mlsys_lab.records.check_name"] = \
     EXCLUDED_BY_CATEGORY[ARGUMENT_CHECK]["mlsys_lab.validation.check_int"]
 
+_STAGE = ("a stage of the capstone model's forward or backward over its parameter views and caches: the model's "
+          "loss_and_grad (fuzzed) and the pipeline's stages check the arguments before they call it")
+EXCLUDED_BY_CATEGORY.setdefault(NOT_LIBRARY, {}).update({f"mlsys_lab.capstone.model.{name}": _STAGE for name in (
+    "transformer_block", "transformer_block_back", "dense_mlp", "dense_mlp_back", "embed", "embed_back",
+    "head_loss_and_back")})
 EXCLUDED_MODULES = {m: why for table in EXCLUDED_MODULES_BY_CATEGORY.values() for m, why in table.items()}
 EXCLUDED_FUNCTIONS = {name: why for table in EXCLUDED_BY_CATEGORY.values() for name, why in table.items()}
 

@@ -10,7 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from mlsys_lab.capstone.model import attention_vjp
+from mlsys_lab.capstone.operators import attention_vjp
 from mlsys_lab.kernels.memory_hierarchy.bf16_gemm import from_bf16_bits, to_bf16_bits
 from mlsys_lab.kernels.memory_hierarchy.flash_attention import attention_reference
 from mlsys_lab.kernels.memory_hierarchy.flash_attention_backward import (

@@ -10,6 +10,7 @@ from mlsys_lab import backend
 from mlsys_lab.exercises import TODO, VERDICT_SINK
 from mlsys_lab.exercises import memory_hierarchy_mma_cuda as mma
 from mlsys_lab.kernels.memory_hierarchy.bf16_gemm import from_bf16_bits, to_bf16_bits
+from mlsys_lab.memory_hierarchy.tensor_cores import mma_shapes
 
 
 def bits(values) -> np.ndarray:
@@ -75,7 +76,7 @@ def test_cases_cover_the_contract_and_are_exact_bf16():
     """Are the hidden cases legal shapes (multiples of the block tile), non-square ones among them, with one K of a
     single slice and the 64 x 64 x 32 minimum, and each expected value the float64 product?"""
     cases = mma.bf16_mma_cases(np.random.default_rng(4))
-    shapes = [mma.mma_shapes(*case.args) for case in cases]
+    shapes = [mma_shapes(*case.args) for case in cases]
     assert (64, 64, 32) in shapes and any(m != n for m, n, _ in shapes) and any(k == 32 and m * n > 4096
                                                                               for m, n, k in shapes)
     for case, (m, n, _) in zip(cases, shapes, strict=True):
@@ -90,13 +91,13 @@ def test_cases_cover_the_contract_and_are_exact_bf16():
 def test_the_shape_contract_names_both_shapes(a_shape, b_shape):
     a, b = np.zeros(a_shape, dtype=np.uint16), np.zeros(b_shape, dtype=np.uint16)
     with pytest.raises(ValueError, match=rf"a_bits \(M, K\) and b_bits \(N, K\).*{a_shape[0]}, {a_shape[1]}"):
-        mma.mma_shapes(a, b)
+        mma_shapes(a, b)
 
 
 def test_the_shape_contract_takes_multiples_of_the_tile():
-    assert mma.mma_shapes(np.zeros((128, 96), np.uint16), np.zeros((320, 96), np.uint16)) == (128, 320, 96)
+    assert mma_shapes(np.zeros((128, 96), np.uint16), np.zeros((320, 96), np.uint16)) == (128, 320, 96)
     with pytest.raises(ValueError, match="a_bits must be a 2-D array"):
-        mma.mma_shapes(np.zeros(64, np.uint16), np.zeros((64, 32), np.uint16))
+        mma_shapes(np.zeros(64, np.uint16), np.zeros((64, 32), np.uint16))
 
 
 def verdicts_of(check, fn) -> list:
