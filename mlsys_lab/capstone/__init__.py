@@ -14,6 +14,8 @@ mixed_precision   the same run with an fp16 gradient, fp32 master weights and th
 gpu_loss          on a CUDA GPU, the loss from the fused kernel of lesson 06 (the learner's or the course's)
 dp                real ranks through simulated-network pieces: ``MpiNetwork`` (``exchange`` over MPI), ``MpiGroup``
                   (``all_reduce`` by the ring piece), and the course's ``average_gradients``
+ddp               DDP's gradient buckets on the same ranks: the ``ddp_schedule`` piece plans them, a thread per
+                  rank all-reduces each bucket while the backward goes on (``dp_run --ddp-buckets``)
 stack             which pieces run: the learner's where their check passed, else the course's
                   (:mod:`mlsys_lab.pieces`)
 checkpoint        θ, Adam's moments and the step in one file, written by the crash-safe writer piece, checked on load;

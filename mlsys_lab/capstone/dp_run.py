@@ -17,6 +17,10 @@ one JSON line.
 With ``--zero1`` (:mod:`.zero`) each rank holds only its slice of Adam's m and v, so each rank writes its own
 shard and rank 0 commits the step with a manifest written last (:mod:`.checkpoint`); a resume reads the manifest.
 
+With ``--ddp-buckets`` (:mod:`.ddp`) the gradient goes in DDP's buckets, planned by the ``ddp_schedule`` piece
+(lesson 08) from rank 0's measured layer seconds, and each bucket is all-reduced on a communication thread while
+the backward goes on; the report's ``ddp`` holds the plan, whose schedule ran and each rank's last-step timeline.
+
 ``--measure-memory``: after the timed loop, one more step (forward, backward, all-reduce, Adam) runs on copies
 of the state, once to warm up and once under ``tracemalloc``, with an MPI group of its own; the report then
 holds each rank's ``peak_step_bytes`` and ``state_bytes``. tracemalloc slows every allocation, so it never runs
@@ -36,13 +40,25 @@ from pathlib import Path
 
 import numpy as np
 
+from mlsys_lab import pieces
 from mlsys_lab.capstone import checkpoint
+from mlsys_lab.capstone.ddp import (
+    BUCKET_CAP_BYTES,
+    FIRST_BUCKET_BYTES,
+    checked_plan,
+    ddp_step,
+    fitted_allreduce,
+    grad_layer_bytes,
+    grad_layers,
+    measure_layer_seconds,
+)
 from mlsys_lab.capstone.dp import MpiGroup
 from mlsys_lab.capstone.model import GPTConfig, flatten, init_theta, loss_and_grad, param_layout, views
 from mlsys_lab.capstone.stack import RANK_PIECES, Stack, load_stack
 from mlsys_lab.capstone.text import global_batch, shard_rows
 from mlsys_lab.capstone.train import RunConfig, TrainState, adam_update, fresh_run, splits
 from mlsys_lab.capstone.zero import Zero1Optimizer
+from mlsys_lab.parallelism.dp import ddp_bucket_schedule
 
 
 def _write_small(path: Path, text: str) -> None:
@@ -87,6 +103,42 @@ def _take_step(theta: np.ndarray, x, y, r: _Rank, group: MpiGroup, optimizer, cl
         adam_update(optimizer, flatten(averaged, r.model), r.lr)
         clock["compute"] += time.perf_counter() - tick
     return loss, int(grad.nbytes)
+
+
+def _ddp_setup(r: _Rank, theta: np.ndarray, x, y, course_pieces: bool) -> dict:
+    """The bucket plan every rank runs: ``ddp_schedule`` (yours, else the course's) on rank 0's measured layer
+    seconds (broadcast, so every rank plans the same buckets), checked on every rank before any step; and whether
+    the all-reduces may overlap the backward (a thread other than the main one calls MPI: THREAD_SERIALIZED)."""
+    from mpi4py import MPI
+
+    schedule = ddp_bucket_schedule if course_pieces else \
+        pieces.piece("ddp_schedule", course=ddp_bucket_schedule, quiet=True)
+    seconds = r.comm.bcast(measure_layer_seconds(theta, x[r.rows], y[r.rows], r.model, r.stack.ops), root=0)
+    sizes = grad_layer_bytes(r.model)
+    plan = checked_plan(schedule, seconds, sizes, fitted_allreduce(r.size))
+    level, reason = MPI.Query_thread(), None
+    if level < MPI.THREAD_SERIALIZED:
+        reason = (f"MPI's thread level is {level} (below THREAD_SERIALIZED={MPI.THREAD_SERIALIZED}): only the main "
+                  "thread may call MPI, so every bucket is all-reduced after the backward (no overlap)")
+        if r.rank == 0:
+            print(reason, flush=True)
+    return {"schedule": "the course's" if schedule is ddp_bucket_schedule else "yours", "plan": plan,
+            "layers": [name for name, _ in grad_layers(r.model)], "layer_bytes": sizes, "layer_seconds": seconds,
+            "first_bucket_bytes": FIRST_BUCKET_BYTES, "bucket_cap_bytes": BUCKET_CAP_BYTES,
+            "overlap": reason is None, "no_overlap_reason": reason, "timeline": None}
+
+
+def _take_ddp_step(state: TrainState, x, y, r: _Rank, group: MpiGroup, clock: dict, ddp: dict) -> float:
+    """One step with DDP's buckets (:func:`.ddp.ddp_step`), then Adam; the main thread's seconds (forward,
+    backward, Adam) go to ``clock['compute']``, the all-reduces' to ``group.seconds``."""
+    tick = time.perf_counter()
+    loss, averaged, ddp["timeline"] = ddp_step(state.theta, x[r.rows], y[r.rows], r.model, r.stack.ops, ddp["plan"],
+                                               group, r.rank_tokens[r.rank], r.n_tokens, ddp["overlap"])
+    adam_tick = time.perf_counter()
+    adam_update(state, averaged, r.lr)
+    clock["compute"] += ddp["timeline"]["layers"][-1][2] + time.perf_counter() - adam_tick
+    ddp["step_s"] = time.perf_counter() - tick
+    return loss
 
 
 def _traced_peak(fn) -> tuple[object, int]:
@@ -161,7 +213,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--zero1", action="store_true", help="ZeRO-1: Adam's state sharded over the ranks")
     parser.add_argument("--measure-memory", action="store_true",
                         help="after the timed loop, one dedicated step under tracemalloc: bytes per rank")
+    parser.add_argument("--ddp-buckets", action="store_true",
+                        help="DDP's buckets, all-reduced on a thread while the backward runs (ddp_schedule)")
     args = parser.parse_args(argv)
+    if args.ddp_buckets and (args.zero1 or args.measure_memory):
+        raise ValueError("--ddp-buckets runs the all-reduce of the plain data-parallel step: not with --zero1 or "
+                         "--measure-memory")
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     config = RunConfig.from_dict(json.loads(args.config))
@@ -175,12 +232,19 @@ def main(argv: list[str] | None = None) -> None:
     r = _Rank(comm, stack, model, config.lr, shards[rank], [len(s) * model.context for s in shards])
     state, zero, resumed_from = _start(config, folder, r, args.zero1)
     group = MpiGroup(comm, stack.ring_allreduce)
+    ddp = None
+    if args.ddp_buckets:
+        ddp = _ddp_setup(r, state.theta, *global_batch(tokens, state.step, config.batch_size, model.context,
+                                                       config.data_seed), args.course_pieces)
     losses, clock, checkpoint_s, checkpoints = [], {"compute": 0.0}, 0.0, []
     comm.Barrier()
     start = time.perf_counter()
     while state.step < args.steps:
         x, y = global_batch(tokens, state.step, config.batch_size, model.context, config.data_seed)
-        loss, _ = _take_step(state.theta, x, y, r, group, zero if zero is not None else state, clock)
+        if ddp is None:
+            loss, _ = _take_step(state.theta, x, y, r, group, zero if zero is not None else state, clock)
+        else:
+            loss = _take_ddp_step(state, x, y, r, group, clock, ddp)
         state.step += 1
         losses.append(comm.allreduce(loss * r.rank_tokens[rank]) / r.n_tokens)  # for the log: MPI's own all-reduce
         if folder is not None:
@@ -195,6 +259,9 @@ def main(argv: list[str] | None = None) -> None:
     comm_s, compute_all = comm.gather(group.seconds, root=0), comm.gather(clock["compute"], root=0)
     state_bytes = comm.gather(zero.state_bytes if zero else int(state.m.nbytes + state.v.nbytes), root=0)
     memory = None
+    if ddp is not None:
+        ddp["timelines"], ddp["step_seconds"] = comm.gather(ddp.pop("timeline"), root=0), comm.gather(ddp.pop(
+            "step_s", None), root=0)
     if args.measure_memory:
         x, y = global_batch(tokens, state.step, config.batch_size, model.context, config.data_seed)
         memory = comm.gather(_measure_memory(state, zero, x, y, r), root=0)
@@ -205,11 +272,13 @@ def main(argv: list[str] | None = None) -> None:
             "seconds": seconds, "compute_seconds": compute_all, "allreduce_seconds": comm_s,
             "checkpoint_seconds": checkpoint_s, "checkpoints": checkpoints, "rank_tokens": r.rank_tokens,
             "allreduce_calls": group.calls, "bytes_sent_rank0": group.net.bytes_sent,
-            "pieces": {name: whose for name, whose in stack.whose.items() if name in RANK_PIECES},
+            "pieces": {name: whose for name, whose in stack.whose.items()  # the schedule only where it planned
+                       if name in RANK_PIECES and (name != "ddp_schedule" or args.ddp_buckets)},
             "out": args.out, "zero1": args.zero1,
             "optimizer_state_bytes": state_bytes,
             "peak_step_bytes": None if memory is None else [m["peak_step_bytes"] for m in memory],
             "state_bytes": None if memory is None else [m["state_bytes"] for m in memory],
+            **({} if ddp is None else {"ddp": ddp}),
         }))
 
 

@@ -21,36 +21,57 @@ import numpy as np
 
 from mlsys_lab import pieces
 from mlsys_lab.capstone import checkpoint
+from mlsys_lab.capstone.ddp import checked_plan, fitted_allreduce, grad_layer_bytes, measure_layer_seconds
+from mlsys_lab.capstone.model import course_ops, init_theta
 from mlsys_lab.capstone.pipeline import checked_orders, course_one_f_one_b
-from mlsys_lab.capstone.train import RunConfig
+from mlsys_lab.capstone.text import global_batch, shard_rows
+from mlsys_lab.capstone.train import RunConfig, splits
 from mlsys_lab.mpi import MpiUnavailable, child_environment, find_mpiexec, launch_command, mpi_flavor, run_mpi
+from mlsys_lab.parallelism.dp import ddp_bucket_schedule
 from mlsys_lab.validation import check_int
 
 MODULE = "mlsys_lab.capstone.dp_run"
 
 
 def _arguments(config: RunConfig, n_steps: int, out: Path, folder, every: int, course_pieces: bool,
-               zero1: bool = False, measure_memory: bool = False) -> list[str]:
+               zero1: bool = False, measure_memory: bool = False, ddp_buckets: bool = False) -> list[str]:
     args = ["--config", json.dumps(config.to_dict()), "--steps", str(check_int("n_steps", n_steps, low=1)),
             "--out", str(out), "--every", str(check_int("every", every, low=1))]
     if folder is not None:
         args += ["--folder", str(folder)]
     return args + (["--course-pieces"] if course_pieces else []) + (["--zero1"] if zero1 else []) + (
-        ["--measure-memory"] if measure_memory else [])
+        ["--measure-memory"] if measure_memory else []) + (["--ddp-buckets"] if ddp_buckets else [])
+
+
+def _check_ddp_schedule(config: RunConfig, n_ranks: int) -> None:
+    """Your ``ddp_schedule`` planned on this process's measured layer seconds and checked
+    (:func:`~mlsys_lab.capstone.ddp.checked_plan`): a plan that cannot run is told here, before any rank trains."""
+    model = config.model
+    theta = init_theta(model, config.seed)
+    x, y = global_batch(splits()[0], 0, config.batch_size, model.context, config.data_seed)
+    rows = shard_rows(config.batch_size, n_ranks)[0]
+    checked_plan(pieces.piece("ddp_schedule", course=ddp_bucket_schedule, quiet=True),
+                 measure_layer_seconds(theta, x[rows], y[rows], model, course_ops()), grad_layer_bytes(model),
+                 fitted_allreduce(n_ranks))
 
 
 def run_data_parallel(config: RunConfig, n_steps: int, n_ranks: int = 2, folder: str | Path | None = None,
                       every: int = 5, course_pieces: bool = False, zero1: bool = False,
-                      timeout_s: float = 300.0, measure_memory: bool = False) -> dict:
+                      timeout_s: float = 300.0, measure_memory: bool = False, ddp_buckets: bool = False) -> dict:
     """Train on ``n_ranks`` MPI processes until ``n_steps`` steps are done (resuming from ``folder``'s checkpoint
     if it holds one); rank 0's report, with ``theta`` the final parameters. ``course_pieces``: run the course's
     pieces even where the learner has their own; ``zero1``: shard Adam's state (:mod:`.zero`; each rank writes
     its shard, a manifest commits the step); ``measure_memory``: one more, untimed step under tracemalloc, and the
-    report's ``peak_step_bytes`` and ``state_bytes`` per rank (:mod:`.memory` models them)."""
+    report's ``peak_step_bytes`` and ``state_bytes`` per rank (:mod:`.memory` models them); ``ddp_buckets``: DDP's
+    buckets planned by ``ddp_schedule`` and all-reduced while the backward runs (:mod:`.ddp`; the report's
+    ``ddp``), the plan checked here first."""
+    if ddp_buckets and not course_pieces:
+        _check_ddp_schedule(config, check_int("n_ranks", n_ranks, low=1, high=16))
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "theta.npy"
         result = run_mpi(MODULE, check_int("n_ranks", n_ranks, low=1, high=16),
-                         _arguments(config, n_steps, out, folder, every, course_pieces, zero1, measure_memory),
+                         _arguments(config, n_steps, out, folder, every, course_pieces, zero1, measure_memory,
+                                    ddp_buckets),
                          timeout_s)
         result["theta"] = np.load(out)
     return result

@@ -23,7 +23,7 @@ import numpy as np
 from mlsys_lab import pieces
 from mlsys_lab.capstone.dp_run import abort_on_failure
 from mlsys_lab.capstone.pipeline import N_STAGES, PipelineStage, checked_orders, course_one_f_one_b
-from mlsys_lab.capstone.stack import RANK_PIECES, Stack, load_stack
+from mlsys_lab.capstone.stack import PIPELINE_PIECES, Stack, load_stack
 from mlsys_lab.capstone.text import global_batch
 from mlsys_lab.capstone.train import RunConfig, adam_update, fresh_run, splits
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     seconds = comm.gather(seconds, root=0)
     if rank == 0:
         np.save(args.out, state.theta)
-        whose = {name: who for name, who in stack.whose.items() if name in RANK_PIECES}
+        whose = {name: who for name, who in stack.whose.items() if name in PIPELINE_PIECES}
         print(json.dumps({
             "n_ranks": size, "steps": state.step, "microbatches": m, "losses": losses,
             "schedule": "the course's" if schedule is course_one_f_one_b else "yours", "orders": orders,

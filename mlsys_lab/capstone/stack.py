@@ -22,6 +22,7 @@ from mlsys_lab.capstone.pipeline import course_one_f_one_b
 from mlsys_lab.capstone.tp import course_tp_mlp
 from mlsys_lab.fault_tolerance.checkpoint_io import write_atomic
 from mlsys_lab.kernels.training_memory.softmax_xent import softmax_xent_on_gpu
+from mlsys_lab.parallelism.dp import ddp_bucket_schedule
 from mlsys_lab.peft.qlora import lora_linear, lora_linear_backward
 from mlsys_lab.training_memory.mixed_precision import loss_scaler_step
 
@@ -34,6 +35,8 @@ PIECES: tuple[tuple[str, str, str, Callable], ...] = (
                      "backward", course_tp_mlp),
     ("ring_allreduce", "07", "sums the gradient buffer over the MPI ranks", ring_allreduce_on_ranks),
     ("average_gradients", "12", "packs, all-reduces and averages the gradients (this lesson)", average_gradients),
+    ("ddp_schedule", "08", "which layers' gradients go in which bucket, and when each bucket's all-reduce starts, "
+                           "in the data-parallel run", ddp_bucket_schedule),
     ("one_f_one_b", "08", "the order of forward and backward micro-batches on each stage of the two-stage pipeline",
      course_one_f_one_b),
     ("crash_safe_writer", "09", "writes every checkpoint of the MPI run", write_atomic),
@@ -45,9 +48,10 @@ PIECES: tuple[tuple[str, str, str, Callable], ...] = (
      capacity_routing),
     ("top_k_gate", "11", "the gate weights of the MoE model's experts (its combine tensor)", gate_combine),
 )
-# What the MPI ranks run (and report); the other pieces run in this process only.
+# What the data-parallel ranks run (and report), and the pipeline's ranks; the other pieces run in this process only.
 RANK_PIECES = ("softmax_cross_entropy", "layer_norm_backward", "attention_backward", "ring_allreduce",
-               "average_gradients", "crash_safe_writer", "one_f_one_b", GPU_LOSS)
+               "average_gradients", "crash_safe_writer", "ddp_schedule", GPU_LOSS)
+PIPELINE_PIECES = ("softmax_cross_entropy", "layer_norm_backward", "attention_backward", "one_f_one_b", GPU_LOSS)
 # On a CUDA GPU the loss runs on a kernel instead of softmax_cross_entropy (mlsys_lab.capstone.gpu_loss).
 GPU_PIECES: tuple[tuple[str, str, str, Callable], ...] = (
     (GPU_LOSS, "06", "the loss and its gradient on a CUDA GPU, in one fused kernel (instead of "

@@ -36,6 +36,7 @@ LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
     "spearman": ("mlsys_lab.autotuning.stats:spearman",),
     "allreduce_time": ("mlsys_lab.collectives.cost:allreduce_time", "mlsys_lab.collectives.cost:collective_time"),
     "zero_memory": ("mlsys_lab.parallelism.zero:zero_memory_per_gpu",),
+    "ddp_schedule": ("mlsys_lab.parallelism.dp:ddp_bucket_schedule",),
     "one_f_one_b": ("mlsys_lab.parallelism.pp:schedule_ops", "mlsys_lab.capstone.pipeline:course_one_f_one_b"),
     "tp_mlp": ("mlsys_lab.capstone.tp:course_tp_mlp",),  # the capstone's pieces, as they are
     "goodput": ("mlsys_lab.fault_tolerance.reliability:expected_goodput",),

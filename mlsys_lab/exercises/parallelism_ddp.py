@@ -15,6 +15,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from mlsys_lab.exercises import Case, check, rng
+from mlsys_lab.parallelism.dp import ddp_bucket_schedule as reference_ddp_schedule
 
 
 class AllreduceCost:
@@ -34,30 +35,6 @@ class AllreduceCost:
             raise ValueError(f"allreduce_seconds: n_bytes must be a finite number ≥ 0; got {n_bytes!r}")
         p = self._p
         return 2 * (p - 1) * self._alpha + 2 * (p - 1) / p * n * self._beta
-
-
-def reference_ddp_schedule(layer_backward_s, layer_grad_bytes, first_bucket_bytes, bucket_cap_bytes,
-                           allreduce_seconds):
-    """Backward order (last layer first); a gradient is ready when its layer's backward ends. The first bucket
-    closes once it holds ≥ ``first_bucket_bytes``, later ones at ≥ ``bucket_cap_bytes``; a bucket's all-reduce
-    starts when its last gradient is ready and the previous all-reduce is done."""
-    ready, clock, buckets, current, filled = {}, 0.0, [], [], 0.0
-    for layer in reversed(range(len(layer_backward_s))):
-        clock += layer_backward_s[layer]
-        ready[layer] = clock
-        current.append(layer)
-        filled += layer_grad_bytes[layer]
-        if filled >= (first_bucket_bytes if not buckets else bucket_cap_bytes):
-            buckets.append((current, filled))
-            current, filled = [], 0.0
-    if current:
-        buckets.append((current, filled))
-    schedule, free = [], 0.0
-    for layers, n_bytes in buckets:
-        start = max(ready[layers[-1]], free)
-        free = start + allreduce_seconds(n_bytes)
-        schedule.append((layers, start, free))
-    return schedule
 
 
 def _schedule_problem(got, times, sizes, first_cap, cap, cost: AllreduceCost) -> str | None:

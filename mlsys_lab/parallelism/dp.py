@@ -71,3 +71,40 @@ def ddp_timeline(layer_backward_seconds, layer_grad_bytes, bucket_bytes: float, 
     for (start, end, _), layers in zip(timeline.comm, timeline.buckets, strict=True):
         events.append(Event("comm", start, end, "all-reduce " + ",".join(f"L{i}" for i in layers), "all_reduce"))
     return events
+
+
+def ddp_bucket_schedule(layer_backward_s, layer_grad_bytes, first_bucket_bytes, bucket_cap_bytes, allreduce_seconds):
+    """DDP's bucket plan (Li et al. 2020, §3.2): per bucket in issue order, (its layers in ready order, start_s, end_s).
+
+    Backward order (last layer first); a gradient is ready when its layer's backward ends. The first bucket
+    closes once it holds ≥ ``first_bucket_bytes``, later ones at ≥ ``bucket_cap_bytes``; a bucket's all-reduce
+    starts when its last gradient is ready and the previous all-reduce is done (one communication stream), and
+    lasts ``allreduce_seconds(its bytes)``. The answer of lesson 08's ``ddp_schedule`` exercise; the capstone
+    runs it (or the learner's) on real ranks (:mod:`mlsys_lab.capstone.ddp`)."""
+    times = check_array("layer_backward_s", layer_backward_s, ndim=1, finite=True)
+    sizes = check_array("layer_grad_bytes", layer_grad_bytes, ndim=1, finite=True)
+    if sizes.shape != times.shape or times.min() < 0 or sizes.min() < 0:
+        raise ValueError(f"layer_backward_s and layer_grad_bytes must hold one number ≥ 0 per layer each; got "
+                         f"{times.size} and {sizes.size} numbers, smallest {times.min():g} and {sizes.min():g}")
+    check_finite("first_bucket_bytes", first_bucket_bytes, low=0)
+    check_finite("bucket_cap_bytes", bucket_cap_bytes, low=0)
+    if not callable(allreduce_seconds):
+        raise TypeError(f"allreduce_seconds must be a function n_bytes -> seconds; got "
+                        f"{type(allreduce_seconds).__name__}")
+    ready, clock, buckets, current, filled = {}, 0.0, [], [], 0.0
+    for layer in reversed(range(len(layer_backward_s))):
+        clock += layer_backward_s[layer]
+        ready[layer] = clock
+        current.append(layer)
+        filled += layer_grad_bytes[layer]
+        if filled >= (first_bucket_bytes if not buckets else bucket_cap_bytes):
+            buckets.append((current, filled))
+            current, filled = [], 0.0
+    if current:
+        buckets.append((current, filled))
+    schedule, free = [], 0.0
+    for layers, n_bytes in buckets:
+        start = max(ready[layers[-1]], free)
+        free = start + allreduce_seconds(n_bytes)
+        schedule.append((layers, start, free))
+    return schedule

@@ -112,3 +112,26 @@ def plot_pipeline_timeline(ax, timeline: list[list]) -> None:
     ax.set_xlabel("milliseconds into the step")
     ax.legend(handles=[Patch(color=c, label="forward" if k == "F" else "backward") for k, c in colors.items()],
               fontsize=8, ncols=2, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+
+
+def plot_ddp_timeline(ax, timeline: list[dict]) -> None:
+    """Two rows per rank, its backward and its communication thread: one bar per layer's backward (blue) and per
+    bucket's all-reduce (orange), labelled; ``timeline[r]`` is rank r's {"layers": [[name, start, end], ...],
+    "buckets": [[label, start, end], ...]} in seconds (the report's ``ddp["timelines"]`` of
+    :func:`mlsys_lab.capstone.launch.run_data_parallel` with ``ddp_buckets``). Orange under blue is the overlap."""
+    colors = {"layers": "#4c72b0", "buckets": "#dd8452"}
+    ticks = []
+    for rank, rows in enumerate(timeline):
+        for offset, key in enumerate(("layers", "buckets")):
+            y = 2 * rank + offset
+            ticks.append(f"rank {rank} " + ("backward" if key == "layers" else "all-reduce"))
+            for label, start, end in rows[key]:
+                ax.barh(y, (end - start) * 1e3, left=start * 1e3, color=colors[key], edgecolor="white")
+                ax.text((start + end) / 2 * 1e3, y, label.split(":")[0], ha="center", va="center", color="white",
+                        fontsize=7, clip_on=True)
+    ax.set_yticks(range(len(ticks)), ticks)
+    ax.invert_yaxis()
+    ax.set_xlabel("milliseconds into the step")
+    ax.legend(handles=[Patch(color=colors["layers"], label="a layer's backward"),
+                       Patch(color=colors["buckets"], label="a bucket's all-reduce")],
+              fontsize=8, ncols=2, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)

@@ -62,6 +62,7 @@ def solved_exercises() -> list:
     from mlsys_lab.exercises.fault_tolerance import check_crash_safe_writer
     from mlsys_lab.exercises.moe import check_route_with_capacity, check_top_k_gate
     from mlsys_lab.exercises.parallelism import check_one_f_one_b, check_tp_mlp
+    from mlsys_lab.exercises.parallelism_ddp import check_ddp_schedule
     from mlsys_lab.exercises.peft import check_lora_backward, check_lora_forward
     from mlsys_lab.exercises.training_memory import (
         check_layer_norm_backward,
@@ -77,6 +78,7 @@ def solved_exercises() -> list:
         ("07_collectives.ipynb", "ring_allreduce", check_ring_allreduce),
         ("08_parallelism.ipynb", "tp_mlp", check_tp_mlp),
         ("08_parallelism.ipynb", "one_f_one_b", check_one_f_one_b),
+        ("08_parallelism.ipynb", "ddp_schedule", check_ddp_schedule),
         ("09_fault_tolerance.ipynb", "write_checkpoint", check_crash_safe_writer),
         ("12_capstone.ipynb", "attention_backward", check_attention_backward),
         ("12_capstone.ipynb", "average_gradients", check_average_gradients),

@@ -240,6 +240,7 @@ def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
     from mlsys_lab.capstone.dp import LocalGroup
     from mlsys_lab.capstone.model import (
         GPTConfig,
+        course_ops,
         init_theta,
         views,
     )
@@ -321,6 +322,16 @@ def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.capstone.memory.rank_memory_model": lambda: dict(config=tiny, batch_size=3, n_ranks=2, rank=1,
                                                                     zero1=True),
         "mlsys_lab.capstone.pipeline.course_one_f_one_b": lambda: dict(n_stages=2, n_microbatches=3),
+        "mlsys_lab.capstone.ddp.grad_layers": lambda: dict(config=tiny),
+        "mlsys_lab.capstone.ddp.grad_layer_bytes": lambda: dict(config=tiny),
+        "mlsys_lab.capstone.ddp.bucketed_backward": lambda: dict(theta=init_theta(tiny), idx=ids, targets=ids[:, ::-1],
+                                                                 config=tiny, ops=course_ops()),
+        "mlsys_lab.capstone.ddp.fitted_allreduce": lambda: dict(n_ranks=2),
+        "mlsys_lab.capstone.ddp.checked_plan": lambda: dict(schedule=_course_ddp_schedule(),
+                                                            layer_seconds=[1e-3, 2e-3, 2e-3, 5e-4],
+                                                            layer_bytes=[100, 400, 400, 50],
+                                                            allreduce_seconds=_ring_cost, first_bucket_bytes=200,
+                                                            bucket_cap_bytes=400),
         "mlsys_lab.capstone.pipeline.checked_orders": lambda: dict(schedule=_course_schedule(),
                                                                    n_microbatches=3),
         "mlsys_lab.capstone.pipeline.validate_orders": lambda: dict(
@@ -795,6 +806,9 @@ def _object_table() -> dict[str, typing.Callable[[], dict]]:
             send=[[np.full(2, 1.0), np.full(2, 2.0)], [np.full(2, 3.0), np.full(2, 4.0)]]),
         "mlsys_lab.parallelism.dp.data_parallel_grads": lambda: dict(
             zip(("x", "target"), xt(), strict=True), blocks=blocks(), head_dim=cfg.head_dim, n_ranks=2),
+        "mlsys_lab.parallelism.dp.ddp_bucket_schedule": lambda: dict(
+            layer_backward_s=[1.0, 0.5, 2.0, 1.0], layer_grad_bytes=[4, 4, 8, 2], first_bucket_bytes=4,
+            bucket_cap_bytes=8, allreduce_seconds=_ring_cost),
         "mlsys_lab.parallelism.dp.ddp_timeline": lambda: dict(
             layer_backward_seconds=np.full(4, 1e-3), layer_grad_bytes=np.full(4, 1e6), bucket_bytes=2e6,
             n_ranks=4, bandwidth_bytes_per_s=1e11),
@@ -1084,3 +1098,15 @@ def _course_schedule():
     from mlsys_lab.capstone.pipeline import course_one_f_one_b
 
     return course_one_f_one_b
+
+
+def _course_ddp_schedule():
+    """The course's DDP bucket schedule (imported when the baseline is built)."""
+    from mlsys_lab.parallelism.dp import ddp_bucket_schedule
+
+    return ddp_bucket_schedule
+
+
+def _ring_cost(n_bytes) -> float:
+    """An all-reduce cost for the DDP baselines: α = 10 µs, β = 1 ns per byte."""
+    return 1e-5 + 1e-9 * float(n_bytes)

@@ -148,6 +148,8 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
                                                      "processes have (tests/capstone/test_pipeline.py runs it)",
         "mlsys_lab.capstone.zero.Zero1Optimizer": "a rank of an MPI job: needs a communicator that only mpiexec's "
                                                   "processes have (tests/capstone/test_dp.py runs it)",
+        "mlsys_lab.capstone.ddp.ddp_step": "a rank of an MPI job: starts a communication thread that all-reduces "
+                                            "through an MpiGroup (tests/capstone/test_ddp.py runs it on MPI ranks)",
         "mlsys_lab.autotuning.features.compile_static_features": "runs nvcc (a subprocess; needs the CUDA toolkit)",
         _KERNELS + "memory_hierarchy.local_memory.ptxas_usage": "runs nvcc -Xptxas -v (a subprocess; needs the "
                                                                  "CUDA toolkit)",
@@ -163,6 +165,8 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
            for name in ("finetune", "compare_methods", "qlora_finetune")},
         "mlsys_lab.peft.finetune.step_seconds": "CPU seconds of a training step's parts, the median of ``rounds``: a "
                                                 "measurement, ~1 s a call",
+        "mlsys_lab.capstone.ddp.measure_layer_seconds": "wall-clock measurement: times each layer's backward "
+                                                        "(bucketed_backward, fuzzed, computes the same)",
         "mlsys_lab.operators.task_pool.run_on_threads": "starts worker threads that sleep for the given seconds (a "
                                                         "real-time run); the per-call timer cannot stop them",
     },
