@@ -23,8 +23,17 @@ from typing import Callable
 import numpy as np
 
 from mlsys_lab.capstone.lora import Adapters
-from mlsys_lab.capstone.moe import MoeConfig, _moe_backward, _moe_forward, capacity_routing, gate_combine, moe_layout
+from mlsys_lab.capstone.moe import (
+    MoeConfig,
+    _moe_aux,
+    _moe_backward,
+    _moe_forward,
+    capacity_routing,
+    gate_combine,
+    moe_layout,
+)
 from mlsys_lab.capstone.operators import LN_EPS, attention_vjp, cross_entropy_with_grad, layer_norm_grad
+from mlsys_lab.moe.gating import aux_loss_and_grad
 from mlsys_lab.nn import GELU_C, softmax
 from mlsys_lab.validation import (
     check_array,
@@ -65,16 +74,19 @@ class ModelOps:
     """The operators the learner may have written: ``cross_entropy(logits, labels, label_smoothing, grad_out)``
     -> (losses, grad_logits) (lesson 06, exercise 6), ``layer_norm_backward(x, grad_out)`` -> dx (exercise 1) and
     ``attention_backward(q, k, v, probs, dy, scale)`` -> (dq, dk, dv) (this lesson's first exercise); for a model
-    with experts, lesson 11's ``route_with_capacity(logits, k, capacity)`` and ``top_k_gate(logits, k, capacity)``."""
+    with experts, lesson 11's ``route_with_capacity(logits, k, capacity)``, ``top_k_gate(logits, k, capacity)`` and
+    ``aux_loss(router_logits, k)`` -> (loss, d loss / d router_logits)."""
 
     cross_entropy: Callable
     layer_norm_backward: Callable
     attention_backward: Callable
     route_with_capacity: Callable = capacity_routing
     top_k_gate: Callable = gate_combine
+    aux_loss: Callable = aux_loss_and_grad
 
     def __post_init__(self) -> None:
-        for name in ("cross_entropy", "layer_norm_backward", "attention_backward", "route_with_capacity", "top_k_gate"):
+        for name in ("cross_entropy", "layer_norm_backward", "attention_backward", "route_with_capacity", "top_k_gate",
+                     "aux_loss"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"{name} must be a function; got {type(getattr(self, name)).__name__}")
 
@@ -262,7 +274,7 @@ def transformer_block(x: np.ndarray, w: dict, layer: int, config: GPTConfig, ops
         y, mlp_cache = mlp(h2, w, p, adapters)
     else:  # the B·T tokens of the batch are one routing group
         y, mlp_cache = _moe_forward(h2.reshape(b * t, -1), w, p, config.moe, ops.route_with_capacity,
-                                    ops.top_k_gate, _gelu_and_grad)
+                                    ops.top_k_gate, _gelu_and_grad, ops.aux_loss)
     return x2 + y.reshape(x2.shape), (x, h1, xhat1, att, att_cache, x2, xhat2, mlp_cache)
 
 
@@ -332,7 +344,8 @@ def gpt_forward(theta: np.ndarray, idx: np.ndarray, config: GPTConfig, adapters:
 def loss_and_grad(theta: np.ndarray, idx: np.ndarray, targets: np.ndarray, config: GPTConfig,
                   ops: ModelOps | None = None, adapters: Adapters | None = None, mlp: Callable = dense_mlp,
                   mlp_back: Callable = dense_mlp_back) -> tuple[float, np.ndarray | dict]:
-    """Mean cross-entropy of next-token ``targets`` (B, T) and its gradient, a flat vector shaped like ``theta``.
+    """Mean cross-entropy of next-token ``targets`` (B, T) (+ α · every MoE block's auxiliary loss, when the config's
+    ``aux_alpha`` > 0) and its gradient, a flat vector shaped like ``theta``.
 
     With ``adapters`` θ is frozen and the gradient is the adapters' instead, {layer: (dA, dB)}: no dW is computed.
     ``mlp`` and ``mlp_back`` run every block's MLP (:func:`transformer_block`): a tensor-parallel pair, for instance.
@@ -356,12 +369,15 @@ def loss_and_grad(theta: np.ndarray, idx: np.ndarray, targets: np.ndarray, confi
     grad = np.zeros_like(theta)
     g = views(grad, config)
     losses, dx = head_loss_and_back(x, targets, w, g, ops, frozen=adapters is not None, dtype=theta.dtype)
+    loss = float(np.mean(losses))
+    if config.moe is not None and config.moe.aux_alpha > 0:
+        loss += sum(_moe_aux(block_cache[-1]) for block_cache in cache)
     for layer in reversed(range(config.n_layers)):
         dx = transformer_block_back(dx, cache[layer], w, g, layer, config, ops, adapters, tuned, mlp_back)
     if adapters is not None:
-        return float(np.mean(losses)), tuned
+        return loss, tuned
     embed_back(dx, idx, g)
-    return float(np.mean(losses)), grad
+    return loss, grad
 
 
 def course_ops() -> ModelOps:

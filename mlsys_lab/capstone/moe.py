@@ -12,6 +12,9 @@ A dropped (token, expert) pair contributes nothing: the residual connection carr
 gate weight of a kept pair is softmax over the token's k chosen logits (normalised before capacity, GShard), so the
 router learns through it; which experts are chosen and which pairs are kept are piecewise constant (no gradient).
 With H = 4C / k, k experts of a token hold the dense MLP's 8C² weights: matched *active* parameters.
+
+With ``aux_alpha`` = α > 0 the block adds α · aux_loss(logits, k) to the step's loss, Switch's load-balancing loss
+(lesson 11, exercise 3: N · Σᵢ fᵢ Pᵢ, 1 at balance), and its gradient to the router's logits; α = 0 skips it.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ from mlsys_lab.validation import check_array, check_int, check_number, check_typ
 
 @dataclass(frozen=True)
 class MoeConfig:
-    """n experts, top-k routing, the capacity factor, and the expert's hidden width (None: 4C / k, matched active
-    parameters)."""
+    """n experts, top-k routing, the capacity factor, the expert's hidden width (None: 4C / k, matched active
+    parameters), and α of Switch's auxiliary load-balancing loss (0: none; Switch uses 0.01)."""
 
     n_experts: int = 4
     top_k: int = 2
     capacity_factor: float = 1.25
     d_hidden: int | None = None
+    aux_alpha: float = 0.0
 
     def __post_init__(self) -> None:
         check_int("n_experts", self.n_experts, low=1, high=1024)
@@ -41,6 +45,7 @@ class MoeConfig:
         check_number("capacity_factor", self.capacity_factor, low=0.0, low_inclusive=False, high=64.0)
         if self.d_hidden is not None:
             check_int("d_hidden", self.d_hidden, low=1, high=1 << 16)
+        check_number("aux_alpha", self.aux_alpha, low=0.0, high=1e6)
 
     def hidden(self, d_model: int) -> int:
         """An expert's hidden width at model width ``d_model``."""
@@ -92,9 +97,10 @@ def gate_combine(logits: np.ndarray, k: int, capacity: int) -> np.ndarray:
 
 
 def _moe_forward(h: np.ndarray, w: dict, p: str, moe: MoeConfig, route: Callable, gate: Callable,
-                 activation: Callable):
+                 activation: Callable, aux: Callable | None = None):
     """y (N, C) of the MoE MLP of block ``p`` on tokens h (N, C), and the cache of :func:`_moe_backward`.
-    ``route`` and ``gate``: the lesson-11 pieces; ``activation(u)`` -> (GELU(u), GELU'(u)), the dense MLP's."""
+    ``route``, ``gate`` and ``aux`` (run only when ``moe.aux_alpha`` > 0): the lesson-11 pieces;
+    ``activation(u)`` -> (GELU(u), GELU'(u)), the dense MLP's."""
     n_tokens = h.shape[0]
     logits = h @ w[p + "router.w"]                                          # (N, n)
     # an expert takes a token at most once: more than N slots would stay empty
@@ -111,12 +117,21 @@ def _moe_forward(h: np.ndarray, w: dict, p: str, moe: MoeConfig, route: Callable
         y_e = a @ w[p + "moe.out.w"][e] + w[p + "moe.out.b"][e]
         y[rows] += gates[rows, e, None] * y_e
         experts.append((rows, x_e, a, da_du, y_e))
-    return y, (h, logits, indices, kept, gates, experts)
+    balance = None  # (α · aux loss, α · its gradient to the logits (N, n)), when α > 0
+    if moe.aux_alpha > 0:
+        aux_loss, daux = aux(logits, moe.top_k)
+        balance = (moe.aux_alpha * float(aux_loss), moe.aux_alpha * np.asarray(daux, dtype=h.dtype))
+    return y, (h, logits, indices, kept, gates, experts, balance)
+
+
+def _moe_aux(cache) -> float:
+    """α · the auxiliary loss a :func:`_moe_forward` cache holds (0.0 without one)."""
+    return 0.0 if cache[-1] is None else cache[-1][0]
 
 
 def _moe_backward(dy: np.ndarray, cache, w: dict, grads: dict, p: str) -> np.ndarray:
     """dL/dh (N, C) of :func:`_moe_forward` from dy (N, C); fills the router's and the experts' gradients."""
-    h, logits, indices, kept, gates, experts = cache
+    h, logits, indices, kept, gates, experts, balance = cache
     dh = np.zeros_like(h)
     dgates = np.zeros_like(gates)                                           # (N, n)
     for e, (rows, x_e, a, da_du, y_e) in enumerate(experts):
@@ -136,6 +151,8 @@ def _moe_backward(dy: np.ndarray, cache, w: dict, grads: dict, p: str) -> np.nda
     dsoft = np.take_along_axis(dgates, indices, axis=1) * kept
     dlogits = np.zeros_like(logits)
     np.put_along_axis(dlogits, indices, soft * (dsoft - (soft * dsoft).sum(axis=1, keepdims=True)), axis=1)
+    if balance is not None:                                                 # + α · d aux / d logits
+        dlogits += balance[1]
     grads[p + "router.w"][...] = h.T @ dlogits
     return dh + dlogits @ w[p + "router.w"].T
 

@@ -3,7 +3,7 @@
 The run is :func:`mlsys_lab.capstone.train.run_step`'s, step for step (the same batches and Adam), on a model
 whose config holds a :class:`~mlsys_lab.capstone.moe.MoeConfig`. What the routing decided is read from the routing
 piece itself: the run wraps ``ops.route_with_capacity`` in a recorder, so every block's (indices, kept) of every
-step is the one the forward pass used.
+step is the one the forward pass used; the auxiliary loss is ``ops.aux_loss`` of the router logits it was given.
 """
 
 from __future__ import annotations
@@ -21,11 +21,15 @@ from mlsys_lab.validation import check_array, check_int, check_number, check_seq
 
 @dataclass
 class MoeLog(RunLog):
-    """A run's losses and seconds, and per step: the share of (token, expert) pairs dropped by capacity (mean over
-    blocks), and each block's expert load (the share of the kept pairs each expert took), (n_layers, n_experts)."""
+    """A run's losses (with α · the auxiliary loss, if any) and seconds, and per step: the share of (token, expert)
+    pairs dropped by capacity (mean over blocks), each block's expert load (the share of the kept pairs each expert
+    took), (n_layers, n_experts), Switch's auxiliary loss N · Σ fᵢ Pᵢ without α (mean over blocks; 1 at balance,
+    recorded whatever α) and the largest expert load over the mean load (max over blocks; 1 at balance)."""
 
     dropped: list[float] = field(default_factory=list)
     load: list[np.ndarray] = field(default_factory=list)
+    aux: list[float] = field(default_factory=list)
+    max_load: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -35,17 +39,22 @@ class MoeLog(RunLog):
         self.load = check_sequence("load", self.load)
         for shares in self.load:
             check_array("load", shares, ndim=2, kinds="f")
+        for name in ("aux", "max_load"):
+            setattr(self, name, check_sequence(name, getattr(self, name)))
+            for value in getattr(self, name):
+                check_number(name, value, low=0.0, high=1024.0)
 
 
 class _Recorder:
     """The routing piece, unchanged, keeping what it returned on every call."""
 
     def __init__(self, route) -> None:
-        self.route, self.calls = route, []
+        self.route, self.calls, self.logits = route, [], []
 
     def __call__(self, logits, k, capacity):
         indices, kept = self.route(logits, k, capacity)
         self.calls.append((np.asarray(indices).copy(), np.asarray(kept, dtype=bool).copy()))
+        self.logits.append(logits)
         return indices, kept
 
 
@@ -56,21 +65,25 @@ def _needs_experts(config: GPTConfig) -> GPTConfig:
 
 
 def train_moe_model(config: RunConfig, n_steps: int, ops: ModelOps | None = None) -> tuple[TrainState, MoeLog]:
-    """``n_steps`` steps of a fresh run of ``config`` (its model with experts), recording the routing of each."""
+    """``n_steps`` steps of a fresh run of ``config`` (its model with experts), recording the routing of each and
+    its auxiliary load-balancing loss (added to the loss only when ``config.model.moe.aux_alpha`` > 0)."""
     _needs_experts(check_type("config", config, RunConfig).model)
     check_int("n_steps", n_steps, low=0, high=10**6)
     ops = course_ops() if ops is None else check_type("ops", ops, ModelOps)
     recorder = _Recorder(ops.route_with_capacity)
     ops = replace(ops, route_with_capacity=recorder)
     state, (tokens, _), log = fresh_run(config), splits(), MoeLog()
-    n = config.model.moe.n_experts
+    n, k = config.model.moe.n_experts, config.model.moe.top_k
     start = time.perf_counter()
     for _ in range(n_steps):
         recorder.calls.clear()
+        recorder.logits.clear()
         log.losses.append(run_step(state, config, tokens, ops))
         stats = [routing_stats(indices, kept, n) for indices, kept in recorder.calls]
         log.dropped.append(float(np.mean([dropped for dropped, _ in stats])))
         log.load.append(np.array([load for _, load in stats]))
+        log.aux.append(float(np.mean([ops.aux_loss(logits, k)[0] for logits in recorder.logits])))
+        log.max_load.append(float(n * log.load[-1].max()))
     log.seconds = time.perf_counter() - start
     return state, log
 
@@ -94,6 +107,7 @@ def moe_gradient_check(config: GPTConfig, batch: int = 2, n_coords: int = 200, s
 
     def loss_and_routing(at):
         recorder.calls.clear()
+        recorder.logits.clear()
         loss, grad = loss_and_grad(at, idx, targets, config, ops)
         return loss, grad, [(i.tobytes(), k.tobytes()) for i, k in recorder.calls]
 

@@ -22,6 +22,7 @@ from mlsys_lab.capstone.pipeline import course_one_f_one_b
 from mlsys_lab.capstone.tp import course_tp_mlp
 from mlsys_lab.fault_tolerance.checkpoint_io import write_atomic
 from mlsys_lab.kernels.training_memory.softmax_xent import softmax_xent_on_gpu
+from mlsys_lab.moe.gating import aux_loss_and_grad
 from mlsys_lab.parallelism.dp import ddp_bucket_schedule
 from mlsys_lab.peft.qlora import lora_linear, lora_linear_backward
 from mlsys_lab.training_memory.mixed_precision import loss_scaler_step
@@ -47,6 +48,8 @@ PIECES: tuple[tuple[str, str, str, Callable], ...] = (
     ("route_with_capacity", "11", "which experts take each token of the MoE model, within their capacity",
      capacity_routing),
     ("top_k_gate", "11", "the gate weights of the MoE model's experts (its combine tensor)", gate_combine),
+    ("aux_loss", "11", "the Switch load-balancing loss of every MoE block and its gradient to the router",
+     aux_loss_and_grad),
 )
 # What the data-parallel ranks run (and report), and the pipeline's ranks; the other pieces run in this process only.
 RANK_PIECES = ("softmax_cross_entropy", "layer_norm_backward", "attention_backward", "ring_allreduce",
@@ -91,12 +94,12 @@ def active_pieces() -> tuple[tuple[str, str, str, Callable], ...]:
 def _ops(fns: dict) -> ModelOps:
     loss = kernel_cross_entropy(fns[GPU_LOSS]) if GPU_LOSS in fns else fns["softmax_cross_entropy"]
     return ModelOps(loss, fns["layer_norm_backward"], fns["attention_backward"], fns["route_with_capacity"],
-                    fns["top_k_gate"])
+                    fns["top_k_gate"], fns["aux_loss"])
 
 
 def _exact_ops(fns: dict) -> ModelOps:
     return ModelOps(fns["softmax_cross_entropy"], fns["layer_norm_backward"], fns["attention_backward"],
-                    fns["route_with_capacity"], fns["top_k_gate"])
+                    fns["route_with_capacity"], fns["top_k_gate"], fns["aux_loss"])
 
 
 def load_stack(quiet: bool = False) -> Stack:

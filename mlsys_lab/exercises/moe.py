@@ -16,7 +16,7 @@ from mlsys_lab.exercises.moe_cuda import (  # noqa: F401  (re-exported: the less
     check_moe_permute_cuda,
     check_moe_unpermute_cuda,
 )
-from mlsys_lab.moe.gating import assign_with_capacity, top_k_experts
+from mlsys_lab.moe.gating import assign_with_capacity, aux_loss_and_grad, top_k_experts
 from mlsys_lab.parallelism import comm
 
 
@@ -140,21 +140,9 @@ def check_top_k_gate(fn) -> None:
 
 
 def reference_aux_loss(router_logits: np.ndarray, k: int) -> tuple[float, np.ndarray]:
-    """(N · Σᵢ fᵢ Pᵢ, its gradient with respect to the logits (T, N)).
-
-    probs = softmax(logits) per token; the k most probable experts are chosen; fᵢ = share of the T·k
-    (token, choice) pairs sent to i (a count: no gradient), Pᵢ = mean of probs[:, i]. 1 at perfect balance
-    (DeepSeekMoE's normalisation; Hugging Face's divides by T instead of T·k, which gives k). The gradient
-    goes through the softmax: with gᵢ = N fᵢ / T, d loss / d logits[t] = p_t ⊙ (g − p_t · g).
-    """
-    z = router_logits - router_logits.max(axis=1, keepdims=True)
-    probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-    n_tokens, n_experts = probs.shape
-    indices = top_k_experts(probs, k)
-    f = np.bincount(indices.ravel(), minlength=n_experts) / indices.size
-    loss = float(n_experts * np.sum(f * probs.mean(axis=0)))
-    g = n_experts * f / n_tokens                                              # d loss / d probs, every row
-    return loss, probs * (g - (probs * g).sum(axis=1, keepdims=True))
+    """(N · Σᵢ fᵢ Pᵢ, its gradient with respect to the logits (T, N)): the library's
+    :func:`~mlsys_lab.moe.gating.aux_loss_and_grad` (f counted over the T·k pairs, a constant in the gradient)."""
+    return aux_loss_and_grad(router_logits, k)
 
 
 def _loss_and_grad_problem(got, expected) -> str | None:

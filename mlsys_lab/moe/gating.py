@@ -237,3 +237,23 @@ def coefficient_of_variation(load) -> float:
     load = np.asarray(check_array("load", load, finite=True), dtype=float)
     check_number("mean load", float(load.mean()), low=0, low_inclusive=False)
     return float(load.std() / load.mean())
+
+
+def aux_loss_and_grad(router_logits, k: int) -> tuple[float, np.ndarray]:
+    """(N · Σᵢ fᵢ Pᵢ, its gradient with respect to the logits (T, N)): Switch's auxiliary loss without α, from logits.
+
+    probs = softmax(logits) per token; the k most probable experts are chosen; fᵢ = share of the T·k
+    (token, choice) pairs sent to i (a count: no gradient), Pᵢ = mean of probs[:, i]. 1 at perfect balance
+    (DeepSeekMoE's normalisation; Hugging Face's divides by T instead of T·k, which gives k). The gradient
+    goes through the softmax: with gᵢ = N fᵢ / T, d loss / d logits[t] = p_t ⊙ (g − p_t · g).
+    """
+    router_logits = check_array("router_logits", router_logits, ndim=2, kinds="f", finite=True)
+    check_int("k", k, low=1, high=router_logits.shape[1])
+    z = router_logits - router_logits.max(axis=1, keepdims=True)
+    probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    n_tokens, n_experts = probs.shape
+    indices = top_k_experts(probs, k)
+    f = np.bincount(indices.ravel(), minlength=n_experts) / indices.size
+    loss = float(n_experts * np.sum(f * probs.mean(axis=0)))
+    g = n_experts * f / n_tokens                                              # d loss / d probs, every row
+    return loss, probs * (g - (probs * g).sum(axis=1, keepdims=True))

@@ -53,6 +53,8 @@ def _table() -> dict[str, typing.Callable[[], dict]]:
             router_probs=np.full((8, 4), 0.25), expert_indices=np.arange(8) % 4),
         "mlsys_lab.moe.gating.load_balancing_grad": lambda: dict(
             router_probs=np.full((8, 4), 0.25), expert_indices=np.arange(8) % 4),
+        "mlsys_lab.moe.gating.aux_loss_and_grad": lambda: dict(
+            router_logits=np.random.default_rng(0).normal(size=(8, 4)), k=2),
         # capacity 2 drops one pair, so the baseline's slots hold the documented -1 (dropped) too
         "mlsys_lab.moe.gating.assign_with_capacity": lambda: dict(indices=routed, n_experts=4, capacity=2),
         "mlsys_lab.moe.gating.drop_fraction": lambda: dict(indices=routed, n_experts=4, capacity_factor=1.0),
@@ -380,7 +382,8 @@ def _capstone_peft_moe_table() -> dict[str, typing.Callable[[], dict]]:
                                                                    config=tiny),
         "mlsys_lab.capstone.finetune.lora_gradient_check": lambda: dict(config=tiny64, lora=ft.LoraConfig(rank=1),
                                                                         n_coords=3),
-        "mlsys_lab.capstone.moe.MoeConfig": lambda: dict(n_experts=4, top_k=2, capacity_factor=1.25, d_hidden=16),
+        "mlsys_lab.capstone.moe.MoeConfig": lambda: dict(n_experts=4, top_k=2, capacity_factor=1.25, d_hidden=16,
+                                                         aux_alpha=0.01),
         "mlsys_lab.capstone.moe.moe_layout": lambda: dict(d_model=8, moe=MoeConfig()),
         "mlsys_lab.capstone.moe.expert_params": lambda: dict(d_model=8, moe=MoeConfig()),
         "mlsys_lab.capstone.moe.capacity_routing": lambda: dict(logits=logits, k=2, capacity=2),
