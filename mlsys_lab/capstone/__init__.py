@@ -29,15 +29,18 @@ tp                every block's MLP over tensor-parallel ranks (Megatron) by the
 pipeline          two stages on two ranks (embedding + first blocks | last blocks + head) in the learner's 1F1B order
 pp_run            runner under mpiexec: pipeline training, the stash peaks and the op timeline of each rank
 dp_run            runner under mpiexec: data-parallel training with checkpoints, resume, and a JSON report from rank 0
-launch            ``run_data_parallel``, ``run_pipeline`` and ``run_and_kill`` (SIGKILL one rank), through
-                  :func:`mlsys_lab.mpi.run_mpi`
+launch            ``run_data_parallel``, ``run_pipeline``, ``run_expert_parallel`` and ``run_and_kill`` (SIGKILL one
+                  rank), through :func:`mlsys_lab.mpi.run_mpi`
 lora              ``Adapters``: A and B of LoRA on named linears, run by the learner's ``lora_forward`` and
                   ``lora_backward``
 finetune          a LoRA fine-tune of the trained model on text it never saw: θ frozen, Adam on the adapters, merge,
                   counts
 moe               a mixture-of-experts MLP: router, top-k experts within a capacity (the learner's lesson-11 gate),
-                  backward
+                  backward; the batch's sequences routed in one or more routing groups
 moe_train         training the model with experts, the routing of every step (drops, load), its gradient check
+ep                expert parallelism over real MPI ranks: each rank owns E/p experts, every MoE block's rows go to them
+                  and back in all-to-alls through the learner's ``ep_dispatch``; its checks of the piece
+ep_run            runner under mpiexec: the MoE model trained expert-parallel, bytes and drops per step from rank 0
 ================  ====================================================================================================
 
 The main functions are importable from here: ``from mlsys_lab.capstone import train, run_data_parallel``.
@@ -45,7 +48,7 @@ The main functions are importable from here: ``from mlsys_lab.capstone import tr
 
 from mlsys_lab.capstone.dp import MpiGroup, MpiNetwork, average_gradients, ring_allreduce_on_ranks
 from mlsys_lab.capstone.finetune import LoraConfig, lora_finetune, merge_adapters
-from mlsys_lab.capstone.launch import run_and_kill, run_data_parallel
+from mlsys_lab.capstone.launch import run_and_kill, run_data_parallel, run_expert_parallel
 from mlsys_lab.capstone.lora import Adapters
 from mlsys_lab.capstone.model import (
     GPTConfig,
@@ -75,6 +78,6 @@ __all__ = [
     "PIECES", "GPTConfig", "ModelOps", "MpiGroup", "MpiNetwork", "Stack", "RunConfig", "TrainState", "adam_update",
     "average_gradients", "corpus", "course_ops", "gpt_forward", "fresh_run", "global_batch", "held_out_loss",
     "init_theta", "load_stack", "loss_and_grad", "count_params", "pieces_rows", "ring_allreduce_on_ranks",
-    "run_and_kill", "run_data_parallel", "sample", "shard_rows", "train", "run_step", "Adapters", "LoraConfig",
-    "lora_finetune", "merge_adapters", "MoeConfig", "train_moe_model",
+    "run_and_kill", "run_data_parallel", "run_expert_parallel", "sample", "shard_rows", "train", "run_step",
+    "Adapters", "LoraConfig", "lora_finetune", "merge_adapters", "MoeConfig", "train_moe_model",
 ]

@@ -1,10 +1,12 @@
-"""Start the capstone's data-parallel run on P MPI processes, and kill one of its ranks with SIGKILL mid-run.
+"""Start the capstone's runs on MPI processes (data parallel, pipeline, expert parallel), and kill a rank mid-run.
 
 :func:`run_data_parallel` goes through the one MPI launcher, :func:`mlsys_lab.mpi.run_mpi`, and returns rank 0's
 report with the final θ. :func:`run_and_kill` starts the same command itself (``mlsys_lab.mpi.launch_command``),
 watches the step rank 0 has reached, sends SIGKILL to one rank's process when it gets to ``kill_at_step``, and
 waits for ``mpiexec`` to take the rest of the job down (MPICH and Open MPI end a job one of whose processes
-died); it returns what the kill left: the step of the checkpoint on disk.
+died); it returns what the kill left: the step of the checkpoint on disk. :func:`run_pipeline` and
+:func:`run_expert_parallel` start the pipeline's and the expert-parallel run's ranks through ``run_mpi`` too, after
+checking the learner's piece that they run (the 1F1B schedule, the dispatch) here, in one line.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import numpy as np
 from mlsys_lab import pieces
 from mlsys_lab.capstone import checkpoint
 from mlsys_lab.capstone.ddp import checked_plan, fitted_allreduce, grad_layer_bytes, measure_layer_seconds
+from mlsys_lab.capstone.ep import check_expert_parallel, checked_dispatch
 from mlsys_lab.capstone.model import course_ops, init_theta
 from mlsys_lab.capstone.pipeline import checked_orders, course_one_f_one_b
 from mlsys_lab.capstone.text import global_batch, shard_rows
 from mlsys_lab.capstone.train import RunConfig, splits
+from mlsys_lab.moe.dispatch import expert_dispatch
 from mlsys_lab.mpi import MpiUnavailable, child_environment, find_mpiexec, launch_command, mpi_flavor, run_mpi
 from mlsys_lab.parallelism.dp import ddp_bucket_schedule
 from mlsys_lab.validation import check_int
@@ -146,5 +150,41 @@ def run_pipeline(config: RunConfig, n_steps: int, n_microbatches: int = 4, cours
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "theta.npy"
         result = run_mpi(PIPELINE_MODULE, 2, args + ["--out", str(out)], timeout_s)
+        result["theta"] = np.load(out)
+    return result
+
+
+EXPERT_PARALLEL_MODULE = "mlsys_lab.capstone.ep_run"
+
+
+def _failing_rank_first(message: str) -> str:
+    """mpiexec's failure with the failing rank's own line ("rank 1 failed: ValueError: ...") moved to the front."""
+    lines = [line for line in message.splitlines() if line.startswith("rank ") and " failed: " in line]
+    return f"{lines[-1]}\n{message}" if lines else message
+
+
+def run_expert_parallel(config: RunConfig, n_steps: int, n_ranks: int = 2, course_pieces: bool = False,
+                        timeout_s: float = 300.0) -> dict:
+    """Train ``n_steps`` steps of ``config``'s MoE model with its experts sharded over ``n_ranks`` MPI processes
+    (:mod:`.ep`, :mod:`.ep_run`), every block's rows dispatched by the ``ep_dispatch`` piece (yours, else the
+    course's; ``course_pieces``: the course's). The model's ``routing_groups`` must be ``n_ranks``: the same config
+    trained on one process (:func:`~mlsys_lab.capstone.train.train`) is the same computation. Your ``ep_dispatch``
+    is checked on simulated ranks here first, so a broken one is named before any rank starts. Rank 0's report
+    (losses, seconds per step, all-to-all bytes and dropped pairs per step, each dispatch's all_to_all calls, whose
+    pieces ran), with ``theta`` the final parameters, every rank's experts gathered."""
+    check_expert_parallel(config, n_ranks)
+    check_int("n_steps", n_steps, low=1, high=10**6)
+    if not course_pieces:
+        checked_dispatch(pieces.piece("ep_dispatch", course=expert_dispatch, quiet=True))
+    args = ["--config", json.dumps(config.to_dict()), "--steps", str(n_steps)]
+    args += ["--course-pieces"] if course_pieces else []
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "theta.npy"
+        try:
+            result = run_mpi(EXPERT_PARALLEL_MODULE, n_ranks, args + ["--out", str(out)], timeout_s)
+        except MpiUnavailable:
+            raise
+        except RuntimeError as exc:  # a rank's own error first: what a one-line summary of the failure shows
+            raise RuntimeError(_failing_rank_first(str(exc))) from exc
         result["theta"] = np.load(out)
     return result

@@ -264,17 +264,18 @@ def dense_mlp_back(dy: np.ndarray, cache, w: dict, g: dict, p: str, adapters: Ad
 def transformer_block(x: np.ndarray, w: dict, layer: int, config: GPTConfig, ops: ModelOps,
                   adapters: Adapters | None = None, mlp: Callable = dense_mlp):
     """Block ``layer`` on x (B, T, C): x + proj(attention(LN1 x)), then + the MLP (``mlp(h2, w, prefix,
-    adapters)`` -> (output, cache): :func:`dense_mlp`, or a tensor-parallel one) or the experts; and its cache."""
+    adapters)`` -> (output, cache): :func:`dense_mlp`, or a tensor-parallel one) or the experts (an ``mlp`` given
+    for a model with experts replaces them: :class:`~mlsys_lab.capstone.ep.ExpertParallelMoe`); and its cache."""
     p, b, t = f"h{layer}.", x.shape[0], x.shape[1]
     h1, xhat1 = _layer_norm(x, w[p + "ln1.g"], w[p + "ln1.b"])
     att, att_cache = _attention(h1, w, p, config.n_heads, adapters)
     x2 = x + _matmul(att, w, p + "proj", adapters) + w[p + "proj.b"]
     h2, xhat2 = _layer_norm(x2, w[p + "ln2.g"], w[p + "ln2.b"])
-    if config.moe is None:
+    if config.moe is None or mlp is not dense_mlp:  # with experts, an mlp given replaces them (expert parallel)
         y, mlp_cache = mlp(h2, w, p, adapters)
-    else:  # the B·T tokens of the batch are one routing group
+    else:  # the B·T tokens of the batch, in config.moe.routing_groups routing groups of whole sequences
         y, mlp_cache = _moe_forward(h2.reshape(b * t, -1), w, p, config.moe, ops.route_with_capacity,
-                                    ops.top_k_gate, _gelu_and_grad, ops.aux_loss)
+                                    ops.top_k_gate, _gelu_and_grad, ops.aux_loss, n_rows=b)
     return x2 + y.reshape(x2.shape), (x, h1, xhat1, att, att_cache, x2, xhat2, mlp_cache)
 
 
@@ -285,7 +286,7 @@ def transformer_block_back(dx: np.ndarray, cache, w: dict, g: dict, layer: int, 
     ``adapters``, the adapters' in ``tuned``). ``mlp_back(dy, cache, w, g, prefix, adapters, tuned)`` -> dh2."""
     p = f"h{layer}."
     x, h1, xhat1, att, att_cache, x2, xhat2, mlp_cache = cache
-    if config.moe is None:
+    if config.moe is None or mlp_back is not dense_mlp_back:
         dh2 = mlp_back(dx, mlp_cache, w, g, p, adapters, tuned)
     else:
         dh2 = _moe_backward(dx.reshape(-1, dx.shape[-1]), mlp_cache, w, g, p).reshape(dx.shape)

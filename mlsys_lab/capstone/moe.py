@@ -15,6 +15,14 @@ With H = 4C / k, k experts of a token hold the dense MLP's 8C² weights: matched
 
 With ``aux_alpha`` = α > 0 the block adds α · aux_loss(logits, k) to the step's loss, Switch's load-balancing loss
 (lesson 11, exercise 3: N · Σᵢ fᵢ Pᵢ, 1 at balance), and its gradient to the router's logits; α = 0 skips it.
+
+**Routing groups** (GShard's G). With ``routing_groups`` = G > 1 the batch's B sequences are split as
+``np.array_split`` splits them (the data-parallel shards of :func:`~mlsys_lab.capstone.text.shard_rows`) and each
+group is routed on its own: its own capacity ⌈k · N_g / n · capacity_factor⌉, its own priority order, its own
+auxiliary loss, weighted by its share of the tokens (α · Σ_g N_g/N · aux_g, so that the step's loss is the
+token-weighted mean the data-parallel ranks average to). The experts still see the rows of every group. This is
+the model that expert parallelism trains (:mod:`.ep`): there each rank routes its own shard, so G = p ranks on one
+process is the same computation, and the two runs end at the same θ. G = 1 is the whole batch, as before.
 """
 
 from __future__ import annotations
@@ -31,13 +39,15 @@ from mlsys_lab.validation import check_array, check_int, check_number, check_typ
 @dataclass(frozen=True)
 class MoeConfig:
     """n experts, top-k routing, the capacity factor, the expert's hidden width (None: 4C / k, matched active
-    parameters), and α of Switch's auxiliary load-balancing loss (0: none; Switch uses 0.01)."""
+    parameters), α of Switch's auxiliary load-balancing loss (0: none; Switch uses 0.01), and the number of routing
+    groups the batch's sequences are split into (1: the whole batch; p: what p expert-parallel ranks route)."""
 
     n_experts: int = 4
     top_k: int = 2
     capacity_factor: float = 1.25
     d_hidden: int | None = None
     aux_alpha: float = 0.0
+    routing_groups: int = 1  # G: the batch's sequences routed in G groups, each with its own capacity
 
     def __post_init__(self) -> None:
         check_int("n_experts", self.n_experts, low=1, high=1024)
@@ -46,6 +56,7 @@ class MoeConfig:
         if self.d_hidden is not None:
             check_int("d_hidden", self.d_hidden, low=1, high=1 << 16)
         check_number("aux_alpha", self.aux_alpha, low=0.0, high=1e6)
+        check_int("routing_groups", self.routing_groups, low=1, high=1 << 16)
 
     def hidden(self, d_model: int) -> int:
         """An expert's hidden width at model width ``d_model``."""
@@ -96,18 +107,52 @@ def gate_combine(logits: np.ndarray, k: int, capacity: int) -> np.ndarray:
     return combine
 
 
-def _moe_forward(h: np.ndarray, w: dict, p: str, moe: MoeConfig, route: Callable, gate: Callable,
-                 activation: Callable, aux: Callable | None = None):
-    """y (N, C) of the MoE MLP of block ``p`` on tokens h (N, C), and the cache of :func:`_moe_backward`.
-    ``route``, ``gate`` and ``aux`` (run only when ``moe.aux_alpha`` > 0): the lesson-11 pieces;
-    ``activation(u)`` -> (GELU(u), GELU'(u)), the dense MLP's."""
-    n_tokens = h.shape[0]
-    logits = h @ w[p + "router.w"]                                          # (N, n)
-    # an expert takes a token at most once: more than N slots would stay empty
+def _route_group(logits: np.ndarray, moe: MoeConfig, route: Callable, gate: Callable, aux: Callable | None,
+                 dtype) -> tuple:
+    """One routing group's decisions from its router logits (N_g, n): (indices (N_g, k), kept (N_g, k) bool, gates
+    (N_g, n) (0 where not kept), balance: None, or (α · aux loss, α · its gradient to the logits) when α > 0).
+    The capacity is the group's own, at most N_g (an expert takes a token at most once). ``route``, ``gate`` and
+    ``aux``: the lesson-11 pieces. What every MoE block runs, on one process and on each expert-parallel rank."""
+    n_tokens = logits.shape[0]
     capacity = min(expert_capacity(n_tokens, moe.n_experts, moe.capacity_factor, moe.top_k), n_tokens)
     indices, kept = (np.asarray(a) for a in route(logits, moe.top_k, capacity))
     kept = kept.astype(bool)
-    gates = np.asarray(gate(logits, moe.top_k, capacity), dtype=h.dtype).sum(axis=2)  # (N, n): 0 where not kept
+    gates = np.asarray(gate(logits, moe.top_k, capacity), dtype=dtype).sum(axis=2)  # (N, n): 0 where not kept
+    balance = None
+    if moe.aux_alpha > 0:
+        aux_loss, daux = aux(logits, moe.top_k)
+        balance = (moe.aux_alpha * float(aux_loss), moe.aux_alpha * np.asarray(daux, dtype=dtype))
+    return indices, kept, gates, balance
+
+
+def _route_groups(logits: np.ndarray, moe: MoeConfig, route, gate, aux, dtype, n_rows: int) -> tuple:
+    """:func:`_route_group` of each of the ``moe.routing_groups`` groups of the batch's ``n_rows`` sequences (their
+    tokens contiguous in ``logits``), stacked; the balance term weighted by each group's share of the tokens."""
+    if moe.routing_groups == 1:
+        return _route_group(logits, moe, route, gate, aux, dtype)
+    if not 1 <= moe.routing_groups <= n_rows:
+        raise ValueError(f"moe.routing_groups must be at most the batch's {n_rows} sequences (a group is at least "
+                         f"one sequence); got {moe.routing_groups}")
+    per_row = logits.shape[0] // n_rows
+    ends = np.cumsum([len(rows) * per_row for rows in np.array_split(np.arange(n_rows), moe.routing_groups)])
+    parts = [_route_group(logits[end - size:end], moe, route, gate, aux, dtype)
+             for end, size in zip(ends, np.diff(ends, prepend=0), strict=True)]
+    indices, kept, gates = (np.concatenate([part[i] for part in parts]) for i in range(3))
+    balance = None
+    if moe.aux_alpha > 0:
+        shares = np.diff(ends, prepend=0) / logits.shape[0]
+        balance = (float(sum(s * part[3][0] for s, part in zip(shares, parts, strict=True))),
+                   np.concatenate([s * part[3][1] for s, part in zip(shares, parts, strict=True)]).astype(dtype))
+    return indices, kept, gates, balance
+
+
+def _moe_forward(h: np.ndarray, w: dict, p: str, moe: MoeConfig, route: Callable, gate: Callable,
+                 activation: Callable, aux: Callable | None = None, n_rows: int = 1):
+    """y (N, C) of the MoE MLP of block ``p`` on tokens h (N, C) of ``n_rows`` sequences, and the cache of
+    :func:`_moe_backward`. ``route``, ``gate`` and ``aux`` (run only when ``moe.aux_alpha`` > 0): the lesson-11
+    pieces; ``activation(u)`` -> (GELU(u), GELU'(u)), the dense MLP's."""
+    logits = h @ w[p + "router.w"]                                          # (N, n)
+    indices, kept, gates, balance = _route_groups(logits, moe, route, gate, aux, h.dtype, n_rows)
     y = np.zeros_like(h)
     experts = []
     for e in range(moe.n_experts):
@@ -117,10 +162,6 @@ def _moe_forward(h: np.ndarray, w: dict, p: str, moe: MoeConfig, route: Callable
         y_e = a @ w[p + "moe.out.w"][e] + w[p + "moe.out.b"][e]
         y[rows] += gates[rows, e, None] * y_e
         experts.append((rows, x_e, a, da_du, y_e))
-    balance = None  # (α · aux loss, α · its gradient to the logits (N, n)), when α > 0
-    if moe.aux_alpha > 0:
-        aux_loss, daux = aux(logits, moe.top_k)
-        balance = (moe.aux_alpha * float(aux_loss), moe.aux_alpha * np.asarray(daux, dtype=h.dtype))
     return y, (h, logits, indices, kept, gates, experts, balance)
 
 
@@ -144,7 +185,14 @@ def _moe_backward(dy: np.ndarray, cache, w: dict, grads: dict, p: str) -> np.nda
         grads[p + "moe.fc.w"][e] = x_e.T @ du
         grads[p + "moe.fc.b"][e] = du.sum(axis=0)
         dh[rows] += du @ w[p + "moe.fc.w"][e].T
-    # the gate: g_tj = kept_tj · softmax_j(logits[t, indices[t]]); kept and indices carry no gradient
+    return dh + _router_backward(dgates, h, logits, indices, kept, balance, w, grads, p)
+
+
+def _router_backward(dgates: np.ndarray, h: np.ndarray, logits: np.ndarray, indices: np.ndarray,
+                     kept: np.ndarray, balance, w: dict, grads: dict, p: str) -> np.ndarray:
+    """The router's share of dL/dh (N, C) from dL/d gates (N, n); fills the router's gradient. The gate is
+    g_tj = kept_tj · softmax_j(logits[t, indices[t]]): kept and indices carry no gradient, the softmax over the
+    token's k logits does; ``balance`` (α · aux, α · its gradient) adds its gradient to the logits."""
     chosen = np.take_along_axis(logits, indices, axis=1)                    # (N, k)
     soft = np.exp(chosen - chosen.max(axis=1, keepdims=True))
     soft /= soft.sum(axis=1, keepdims=True)
@@ -154,7 +202,7 @@ def _moe_backward(dy: np.ndarray, cache, w: dict, grads: dict, p: str) -> np.nda
     if balance is not None:                                                 # + α · d aux / d logits
         dlogits += balance[1]
     grads[p + "router.w"][...] = h.T @ dlogits
-    return dh + dlogits @ w[p + "router.w"].T
+    return dlogits @ w[p + "router.w"].T
 
 
 def routing_stats(indices: np.ndarray, kept: np.ndarray, n_experts: int) -> tuple[float, np.ndarray]:

@@ -24,7 +24,9 @@ class MoeLog(RunLog):
     """A run's losses (with α · the auxiliary loss, if any) and seconds, and per step: the share of (token, expert)
     pairs dropped by capacity (mean over blocks), each block's expert load (the share of the kept pairs each expert
     took), (n_layers, n_experts), Switch's auxiliary loss N · Σ fᵢ Pᵢ without α (mean over blocks; 1 at balance,
-    recorded whatever α) and the largest expert load over the mean load (max over blocks; 1 at balance)."""
+    recorded whatever α) and the largest expert load over the mean load (max over blocks; 1 at balance). With G
+    routing groups every group of every block is one row: load is (n_layers · G, n_experts), the means and the max
+    are over the groups too."""
 
     dropped: list[float] = field(default_factory=list)
     load: list[np.ndarray] = field(default_factory=list)

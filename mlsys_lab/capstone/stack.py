@@ -22,6 +22,7 @@ from mlsys_lab.capstone.pipeline import course_one_f_one_b
 from mlsys_lab.capstone.tp import course_tp_mlp
 from mlsys_lab.fault_tolerance.checkpoint_io import write_atomic
 from mlsys_lab.kernels.training_memory.softmax_xent import softmax_xent_on_gpu
+from mlsys_lab.moe.dispatch import expert_dispatch
 from mlsys_lab.moe.gating import aux_loss_and_grad
 from mlsys_lab.parallelism.dp import ddp_bucket_schedule
 from mlsys_lab.peft.qlora import lora_linear, lora_linear_backward
@@ -50,11 +51,17 @@ PIECES: tuple[tuple[str, str, str, Callable], ...] = (
     ("top_k_gate", "11", "the gate weights of the MoE model's experts (its combine tensor)", gate_combine),
     ("aux_loss", "11", "the Switch load-balancing loss of every MoE block and its gradient to the router",
      aux_loss_and_grad),
+    ("ep_dispatch", "11", "sends each rank's kept (token, expert) rows to the ranks that own the experts, in one "
+                          "all-to-all, in the expert-parallel run (and the output gradients in its backward)",
+     expert_dispatch),
 )
-# What the data-parallel ranks run (and report), and the pipeline's ranks; the other pieces run in this process only.
+# What the data-parallel ranks run (and report), the pipeline's and the expert-parallel run's; the other pieces run in
+# this process only.
 RANK_PIECES = ("softmax_cross_entropy", "layer_norm_backward", "attention_backward", "ring_allreduce",
                "average_gradients", "crash_safe_writer", "ddp_schedule", GPU_LOSS)
 PIPELINE_PIECES = ("softmax_cross_entropy", "layer_norm_backward", "attention_backward", "one_f_one_b", GPU_LOSS)
+EXPERT_PARALLEL_PIECES = ("softmax_cross_entropy", "layer_norm_backward", "attention_backward", "ring_allreduce",
+                          "average_gradients", "route_with_capacity", "top_k_gate", "aux_loss", "ep_dispatch", GPU_LOSS)
 # On a CUDA GPU the loss runs on a kernel instead of softmax_cross_entropy (mlsys_lab.capstone.gpu_loss).
 GPU_PIECES: tuple[tuple[str, str, str, Callable], ...] = (
     (GPU_LOSS, "06", "the loss and its gradient on a CUDA GPU, in one fused kernel (instead of "
@@ -77,6 +84,7 @@ class Stack:
     # float32): what a central-difference gradient check needs.
     exact_ops: ModelOps | None = None
     tp_mlp: Callable = course_tp_mlp  # every block's MLP over tensor-parallel ranks (mlsys_lab.capstone.tp)
+    ep_dispatch: Callable = expert_dispatch  # the MoE blocks' rows to their experts' ranks (mlsys_lab.capstone.ep)
 
     @staticmethod
     def course() -> Stack:
@@ -109,7 +117,8 @@ def load_stack(quiet: bool = False) -> Stack:
         fns[name] = pieces.piece(name, course=course, quiet=quiet)
         whose[name] = "yours" if fns[name] is not course else "the course's"
     return Stack(_ops(fns), fns["ring_allreduce"], fns["average_gradients"], fns["crash_safe_writer"], whose,
-                 fns["lora_forward"], fns["lora_backward"], exact_ops=_exact_ops(fns), tp_mlp=fns["tp_mlp"])
+                 fns["lora_forward"], fns["lora_backward"], exact_ops=_exact_ops(fns), tp_mlp=fns["tp_mlp"],
+                 ep_dispatch=fns["ep_dispatch"])
 
 
 def pieces_rows() -> list[dict[str, str]]:

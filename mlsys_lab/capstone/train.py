@@ -22,6 +22,7 @@ from mlsys_lab.capstone.model import (
     init_theta,
     loss_and_grad,
 )
+from mlsys_lab.capstone.moe import MoeConfig
 from mlsys_lab.capstone.text import corpus, global_batch
 from mlsys_lab.nn import MAX_LR
 from mlsys_lab.validation import (
@@ -60,7 +61,12 @@ class RunConfig:
 
     @staticmethod
     def from_dict(values: dict) -> RunConfig:
-        return RunConfig(**{**values, "model": GPTConfig(**values["model"])})
+        """The inverse of :meth:`to_dict` (how a run's config reaches the MPI ranks, as JSON): the model's
+        mixture of experts, when it has one, comes back as a :class:`~mlsys_lab.capstone.moe.MoeConfig`."""
+        model = dict(values["model"])
+        if isinstance(model.get("moe"), dict):
+            model["moe"] = MoeConfig(**model["moe"])
+        return RunConfig(**{**values, "model": GPTConfig(**model)})
 
 
 @dataclass

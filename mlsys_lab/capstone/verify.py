@@ -1,4 +1,4 @@
-"""Does the capstone's system hold with your pieces in it? Five checks, and the piece that breaks one, by name.
+"""Does the capstone's system hold with your pieces in it? Six checks, and the piece that breaks one, by name.
 
 1. **operators**: a short float64 run on one process with your operators (the loss and its gradient, the layer-norm
    and attention backward) takes the course's steps: every loss and the final θ within a relative 10⁻⁹.
@@ -12,6 +12,13 @@
    ``tp_mlp`` (:mod:`mlsys_lab.capstone.tp`) ends at the one-process θ within a relative 10⁻⁹.
 5. **pipeline**: the run in two stages on 2 MPI ranks, in your ``one_f_one_b`` order (:mod:`.pipeline`), ends at the
    one-process θ within a relative 10⁻⁹, and no stage stashes more micro-batches than 1F1B's min(p − d, m).
+
+6. **expert parallel** (on request: ``stages=("expert parallel",)``; not among the default five, whose printed
+   verdicts the lesson shows): the model with experts (4 of them, top-2, capacity factor 1) trained with its experts
+   sharded over 2 MPI ranks, every MoE block's rows dispatched by your ``ep_dispatch`` (:mod:`.ep`), ends at the
+   one-process θ of the same model (each rank's shard its own routing group) within a relative 10⁻⁹, with exactly
+   one all_to_all per dispatch. Your ``ep_dispatch`` is first run on simulated ranks against the course's, so a
+   dispatch that drops rows, sends more than is due or calls all_to_all twice is named before a rank starts.
 
 A check that fails with pieces of yours in it is run again with each of those pieces swapped for the course's in
 turn (:func:`mlsys_lab.pieces.use_course`, then back to yours): the piece whose swap makes it pass is named. The
@@ -32,8 +39,9 @@ from typing import Callable
 import numpy as np
 
 from mlsys_lab import pieces
-from mlsys_lab.capstone.launch import run_and_kill, run_data_parallel, run_pipeline
+from mlsys_lab.capstone.launch import run_and_kill, run_data_parallel, run_expert_parallel, run_pipeline
 from mlsys_lab.capstone.model import GPTConfig, course_ops
+from mlsys_lab.capstone.moe import MoeConfig
 from mlsys_lab.capstone.stack import load_stack
 from mlsys_lab.capstone.tp import tensor_parallel_mlp
 from mlsys_lab.capstone.train import RunConfig, train
@@ -48,7 +56,9 @@ STAGE_PIECES: dict[str, tuple[str, ...]] = {
     "resume": ("crash_safe_writer",),
     "tensor parallel": ("tp_mlp",),
     "pipeline": ("one_f_one_b",),
+    "expert parallel": ("ep_dispatch", "route_with_capacity", "top_k_gate"),
 }
+EP_MOE = MoeConfig(n_experts=4, top_k=2, capacity_factor=1.0, routing_groups=2)  # the expert-parallel check's experts
 VERIFY_CONFIG = RunConfig(model=GPTConfig(context=16, d_model=32, n_heads=2, n_layers=1, dtype="float64"),
                           batch_size=5, lr=1e-2)
 
@@ -150,9 +160,26 @@ def _pipeline(config: RunConfig, n_steps: int, _folder: Path) -> tuple[bool, str
         f"most {peaks} per stage ({'within' if stash_ok else 'over'} 1F1B's min(p − d, m) = {bounds})")
 
 
+def _expert_parallel(config: RunConfig, n_steps: int, _folder: Path) -> tuple[bool, str]:
+    """The model with experts (:data:`EP_MOE`, in place of the config's MLP) on 2 MPI ranks, 2 experts each, every
+    block's rows dispatched by your ``ep_dispatch``: θ within RTOL of the same model on one process, and exactly one
+    all_to_all per dispatch (the launcher first runs the piece on simulated ranks: a ValueError naming it)."""
+    config = dataclasses.replace(config, model=dataclasses.replace(config.model, moe=EP_MOE))
+    single, _ = _course_run(config, n_steps)
+    run = run_expert_parallel(config, n_steps, n_ranks=2)
+    gap = _relative(run["theta"], single.theta)
+    calls = sorted({c for step in run["dispatch_calls"] for c in step})
+    return bool(gap <= RTOL and calls == [1]), (
+        f"2 ranks, 2 experts each: θ after {n_steps} steps within {gap:.1e} of one process (≤ {RTOL:g}); all_to_all "
+        f"calls per dispatch: {calls} (budget 1); rank 0 sent {np.mean(run['alltoall_bytes_per_step']):.0f} bytes "
+        f"a step in all-to-alls")
+
+
 STAGES: dict[str, Callable[[RunConfig, int, Path], tuple[bool, str]]] = {
     "operators": _operators, "data parallel": _data_parallel, "resume": _resume, "tensor parallel": _tensor_parallel,
-    "pipeline": _pipeline}
+    "pipeline": _pipeline, "expert parallel": _expert_parallel}
+# What verify_pieces() runs when no stages are named: the five checks the lesson prints.
+DEFAULT_STAGES = ("operators", "data parallel", "resume", "tensor parallel", "pipeline")
 
 
 def _whose(names: tuple[str, ...]) -> dict[str, str]:
@@ -179,9 +206,10 @@ def _blame(stage: str, run: Callable[[], tuple[bool, str]], whose: dict[str, str
     return None
 
 
-def verify_pieces(config: RunConfig = VERIFY_CONFIG, n_steps: int = 6, stages: tuple[str, ...] = tuple(STAGES),
+def verify_pieces(config: RunConfig = VERIFY_CONFIG, n_steps: int = 6, stages: tuple[str, ...] = DEFAULT_STAGES,
                   folder: str | Path | None = None) -> list[StageResult]:
-    """Run the checks of ``stages`` (see the module docstring) with your pieces; one :class:`StageResult` each.
+    """Run the checks of ``stages`` (see the module docstring; the first five by default, ``("expert parallel",)``
+    on request) with your pieces; one :class:`StageResult` each.
     ``folder``: where the resume check's runs write their checkpoints (a temporary folder by default)."""
     check_type("config", config, RunConfig)
     check_int("n_steps", n_steps, low=4, high=1000)

@@ -54,6 +54,7 @@ LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
     "loss_scaler_step": ("mlsys_lab.training_memory.mixed_precision:loss_scaler_step",),  # the capstone's piece
     "route_with_capacity": ("mlsys_lab.moe.gating:assign_with_capacity",),
     "aux_loss": ("mlsys_lab.moe.gating:load_balancing_loss", "mlsys_lab.moe.gating:aux_loss_and_grad"),
+    "ep_dispatch": ("mlsys_lab.moe.dispatch:expert_dispatch",),  # the capstone's piece, as it is
     "moe_permute_cuda": ("mlsys_lab.kernels.moe.permute:moe_permute",),
     "moe_unpermute_cuda": ("mlsys_lab.kernels.moe.permute:moe_unpermute",),
     "average_gradients": ("mlsys_lab.capstone.dp:average_gradients",),

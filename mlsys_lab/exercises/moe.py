@@ -16,6 +16,7 @@ from mlsys_lab.exercises.moe_cuda import (  # noqa: F401  (re-exported: the less
     check_moe_permute_cuda,
     check_moe_unpermute_cuda,
 )
+from mlsys_lab.moe.dispatch import expert_dispatch
 from mlsys_lab.moe.gating import assign_with_capacity, aux_loss_and_grad, top_k_experts
 from mlsys_lab.parallelism import comm
 
@@ -213,21 +214,9 @@ class AllToAllGroup:
 
 def reference_ep_dispatch(tokens: list, experts: list, n_experts: int, n_ranks: int, group) -> list:
     """Rank j's received tokens, grouped by its local experts: ``out[j][e]`` = rows for global expert
-    j·E/p + e, in order of source rank, then of token. Each rank sends one all-to-all."""
-    per = n_experts // n_ranks
-    send = []
-    for i in range(n_ranks):
-        ex = np.asarray(experts[i])
-        order = np.argsort(ex, kind="stable")                                  # group by expert, keep token order
-        send.append([np.asarray(tokens[i])[order][ex[order] // per == j] for j in range(n_ranks)])
-    recv = group.all_to_all(send)
-    out = []
-    for j in range(n_ranks):
-        rows = np.concatenate(recv[j]) if recv[j] else np.zeros((0,))
-        owners = np.concatenate([np.sort(np.asarray(experts[i])[np.asarray(experts[i]) // per == j])
-                                 for i in range(n_ranks)])
-        out.append([rows[owners == j * per + e] for e in range(per)])
-    return out
+    j·E/p + e, in order of source rank, then of token. Each rank sends one all-to-all: the lesson's own
+    :func:`mlsys_lab.moe.dispatch.expert_dispatch` (the capstone runs it on real MPI ranks)."""
+    return expert_dispatch(tokens, experts, n_experts, n_ranks, group)
 
 
 def _dispatch_problem(got, expected: list, group: AllToAllGroup, experts: list, per: int) -> str | None:

@@ -13,6 +13,8 @@
 * :mod:`.systems`: the systems side: shrinking batches and arithmetic intensity, all-to-all bytes, parameter
   accounting (DeepSeek-V3, GShard), serving with expert parallelism.
 * :mod:`.fused_gate`: the router's gate as one fused pass (numba) versus the chain of array operations.
+* :mod:`.dispatch`: expert-parallel dispatch in the global view, every rank's (token, expert) rows to the experts'
+  ranks in one all-to-all (the exercise ``ep_dispatch``; the capstone runs it on real ranks).
 * :mod:`.mpi_dispatch`: expert parallelism over real MPI processes (``mpiexec``): all-to-all dispatch,
   local experts, all-to-all combine.
 
@@ -20,6 +22,7 @@ The expert-FFN kernels (loop, grouped GEMMs, one grouped-GEMM launch) are :mod:`
 the simulated expert-parallel layer of lesson 08 is :mod:`mlsys_lab.parallelism.ep`.
 """
 
+from mlsys_lab.moe.dispatch import expert_dispatch
 from mlsys_lab.moe.gating import (
     assign_with_capacity,
     drop_fraction,
@@ -47,8 +50,8 @@ from mlsys_lab.moe.train import MoEClassifierConfig, train_moe
 
 __all__ = [
     "DEEPSEEK_V3", "GSHARD_600B", "MoEClassifierConfig", "assign_with_capacity", "dispatch_bytes_per_gpu",
-    "drop_fraction", "expected_active_experts", "expert_bytes_per_token", "expert_capacity", "expert_ffn_intensity",
-    "expert_memory_per_device", "gates_dense", "gshard_second_expert_mask", "load_balancing_loss", "noisy_logits",
-    "random_routing", "route_batch", "skewed_router_logits", "switch_gating", "tokens_per_expert", "top_k_experts",
-    "top_k_gating", "train_moe",
+    "drop_fraction", "expected_active_experts", "expert_dispatch", "expert_bytes_per_token", "expert_capacity",
+    "expert_ffn_intensity", "expert_memory_per_device", "gates_dense", "gshard_second_expert_mask",
+    "load_balancing_loss", "noisy_logits", "random_routing", "route_batch", "skewed_router_logits", "switch_gating",
+    "tokens_per_expert", "top_k_experts", "top_k_gating", "train_moe",
 ]

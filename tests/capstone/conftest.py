@@ -60,7 +60,7 @@ def solved_exercises() -> list:
     from mlsys_lab.exercises.capstone import check_attention_backward, check_average_gradients
     from mlsys_lab.exercises.collectives import check_ring_allreduce
     from mlsys_lab.exercises.fault_tolerance import check_crash_safe_writer
-    from mlsys_lab.exercises.moe import check_aux_loss, check_route_with_capacity, check_top_k_gate
+    from mlsys_lab.exercises.moe import check_aux_loss, check_ep_dispatch, check_route_with_capacity, check_top_k_gate
     from mlsys_lab.exercises.parallelism import check_one_f_one_b, check_tp_mlp
     from mlsys_lab.exercises.parallelism_ddp import check_ddp_schedule
     from mlsys_lab.exercises.peft import check_lora_backward, check_lora_forward
@@ -87,6 +87,7 @@ def solved_exercises() -> list:
         ("11_moe.ipynb", "route_with_capacity", check_route_with_capacity),
         ("11_moe.ipynb", "top_k_gate", check_top_k_gate),
         ("11_moe.ipynb", "aux_loss", check_aux_loss),
+        ("11_moe.ipynb", "ep_dispatch", check_ep_dispatch),
     ] + ([("06_training_memory.ipynb", "softmax_xent_cuda", check_softmax_xent_cuda)] if backend.on_gpu else [])
 
 
