@@ -103,12 +103,13 @@ def test_slugs_are_the_twelve_lessons_and_the_capstone():
 
 def test_every_kernel_folder_is_a_lesson():
     """Do kernel sources and launchers live in kernels/<slug>/, never loose in kernels/ (where only the plumbing
-    every lesson's launchers share sits: compiling, ``loader`` and ``learner``, and launching, ``launch``)?"""
+    every lesson's launchers share sits: compiling, ``loader`` and ``learner``, and launching, ``launch`` and the
+    TMA tensor maps of the Hopper kernels, ``tma``)?"""
     folders = {p.name for p in (LIBRARY / "kernels").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders <= set(SLUGS), f"kernel folders that are not lessons: {folders - set(SLUGS)}"
     assert not list((LIBRARY / "kernels").glob("*.cu"))
-    # The plumbing: compiling the course's sources (loader) and a learner's (learner), launching (launch).
-    loose = {p.stem for p in (LIBRARY / "kernels").glob("*.py")} - {"__init__", "loader", "learner", "launch"}
+    # The plumbing: compiling the course's sources (loader) and a learner's (learner), launching (launch, tma).
+    loose = {p.stem for p in (LIBRARY / "kernels").glob("*.py")} - {"__init__", "loader", "learner", "launch", "tma"}
     assert not loose, f"launchers outside kernels/<slug>/: {loose}"
 
 

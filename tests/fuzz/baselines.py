@@ -349,10 +349,12 @@ def _capstone_table() -> dict[str, typing.Callable[[], dict]]:
 
 def _capstone_peft_moe_table() -> dict[str, typing.Callable[[], dict]]:
     """Lesson 12's LoRA fine-tune and mixture of experts, on the same tiny transformer (milliseconds a call)."""
+    from mlsys_lab.capstone import ep
     from mlsys_lab.capstone import finetune as ft
     from mlsys_lab.capstone.model import GPTConfig, init_theta
     from mlsys_lab.capstone.moe import MoeConfig
     from mlsys_lab.capstone.train import RunConfig
+    from mlsys_lab.moe.dispatch import expert_dispatch
 
     tiny = GPTConfig(vocab_size=62, context=8, d_model=8, n_heads=2, n_layers=1)
     tiny64 = GPTConfig(vocab_size=7, context=4, d_model=8, n_heads=2, n_layers=1, dtype="float64")
@@ -383,7 +385,7 @@ def _capstone_peft_moe_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.capstone.finetune.lora_gradient_check": lambda: dict(config=tiny64, lora=ft.LoraConfig(rank=1),
                                                                         n_coords=3),
         "mlsys_lab.capstone.moe.MoeConfig": lambda: dict(n_experts=4, top_k=2, capacity_factor=1.25, d_hidden=16,
-                                                         aux_alpha=0.01),
+                                                         aux_alpha=0.01, routing_groups=2),
         "mlsys_lab.capstone.moe.moe_layout": lambda: dict(d_model=8, moe=MoeConfig()),
         "mlsys_lab.capstone.moe.expert_params": lambda: dict(d_model=8, moe=MoeConfig()),
         "mlsys_lab.capstone.moe.capacity_routing": lambda: dict(logits=logits, k=2, capacity=2),
@@ -396,6 +398,16 @@ def _capstone_peft_moe_table() -> dict[str, typing.Callable[[], dict]]:
             config=RunConfig(model=GPTConfig(vocab_size=62, context=8, d_model=8, n_heads=2, n_layers=1,
                                              moe=MoeConfig()), batch_size=2), n_steps=2),
         "mlsys_lab.capstone.moe_train.moe_gradient_check": lambda: dict(config=moe64, n_coords=3),
+        # expert parallelism: the dispatch on 2 simulated ranks (the MPI ranks' classes are excluded: processes)
+        "mlsys_lab.moe.dispatch.expert_dispatch": lambda: dict(
+            tokens=[np.arange(6.0).reshape(3, 2), np.ones((2, 2))], experts=[np.array([3, 0, 2]), np.array([1, 3])],
+            n_experts=4, n_ranks=2, group=ep.LocalAllToAll(2)),
+        "mlsys_lab.capstone.ep.LocalAllToAll": lambda: dict(n_ranks=2),
+        "mlsys_lab.capstone.ep.checked_dispatch": lambda: dict(dispatch=expert_dispatch),
+        "mlsys_lab.capstone.ep.check_expert_parallel": lambda: dict(config=RunConfig(model=GPTConfig(
+            vocab_size=62, context=8, d_model=8, n_heads=2, n_layers=1, moe=MoeConfig(routing_groups=2)), batch_size=2),
+            n_ranks=2),
+        "mlsys_lab.capstone.ep.sharded_names": lambda: dict(config=moe64),
     }
 
 
@@ -432,6 +444,11 @@ def _attention_backward_fp8_table() -> dict[str, typing.Callable[[], dict]]:
         tm + "fp8_gemm.fp8_block_gemm": lambda: dict(a=qa(), b=qb()),
         tm + "fp8_gemm.fp8_gemm_error_bound": lambda: dict(a=qa(), b=qb()),
         tm + "fp8_gemm.fp8_gemm_error_coefficient": lambda: dict(k=256),
+        "mlsys_lab.kernels.memory_hierarchy.fp8_block_gemm.fp8_gemm_stages": lambda: dict(block_n=256),
+        "mlsys_lab.kernels.memory_hierarchy.fp8_block_gemm.fp8_gemm_smem_bytes": lambda: dict(block_n=128),
+        "mlsys_lab.kernels.memory_hierarchy.flash_attention_hopper.hopper_attention_stages": lambda: dict(head_dim=64),
+        "mlsys_lab.kernels.memory_hierarchy.flash_attention_hopper.hopper_attention_smem_bytes": lambda: dict(
+            head_dim=128, stages=3),
     }
 
 

@@ -85,6 +85,7 @@ EXCLUDED_MODULES_BY_CATEGORY: dict[str, dict[str, str]] = {
         "mlsys_lab.fault_tolerance.kill_resume": "starts and kills training processes",
         "mlsys_lab.capstone.dp_run": "runs under mpiexec (processes)",
         "mlsys_lab.capstone.pp_run": "runs under mpiexec (processes)",
+        "mlsys_lab.capstone.ep_run": "runs under mpiexec (processes)",
         "mlsys_lab.capstone.launch": "launches MPI processes and kills one with SIGKILL",
         "mlsys_lab.capstone.verify": "runs the capstone over MPI processes, kills one, swaps pieces in the store",
     },
@@ -126,16 +127,20 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
             "memory_hierarchy.shared_memory.transpose_on_gpu", "moe.expert_ffn.moe_ffn_grouped_kernel",
             "roofline.littles_law.ffma_chains", "roofline.littles_law.mma_chains",
             "roofline.littles_law.pointer_chase", "roofline.littles_law.read_inflight",
-            "training_memory.int8_matmul.int8_weight_matmul", "memory_hierarchy.bf16_gemm.tensor_map",
+            "training_memory.int8_matmul.int8_weight_matmul", "tma.tensor_map",
             "operators.bias_gelu.bias_gelu", "training_memory.softmax_xent.softmax_xent_on_gpu",
             "roofline.reduce.sum_atomic", "moe.permute.moe_permute",
-            "moe.permute.moe_unpermute")},
+            "moe.permute.moe_unpermute", "memory_hierarchy.flash_attention_hopper.flash_attention_hopper",
+            "memory_hierarchy.fp8_block_gemm.fp8_block_gemm_on_gpu")},
         _KERNELS + "learner.compile_learner_kernel": "compiles a learner's CUDA source with NVRTC (GPUUnavailable on "
                                                      "a CPU)",
         **{_KERNELS + name: "compiles a CUDA kernel through the loader (GPUUnavailable on a CPU)" for name in (
             "loops.launchers.tunable_function", "memory_hierarchy.bf16_gemm.compiled_step",
             "memory_hierarchy.bf16_gemm.step_resources", "memory_hierarchy.flash_attention.kernel_resources",
-            "memory_hierarchy.local_memory.register_pressure_kernel")},
+            "memory_hierarchy.local_memory.register_pressure_kernel",
+            "memory_hierarchy.flash_attention_hopper.hopper_attention_resources",
+            "memory_hierarchy.flash_attention_hopper.compiled_hopper_attention",
+            "memory_hierarchy.fp8_block_gemm.fp8_gemm_resources", "memory_hierarchy.fp8_block_gemm.compiled_fp8_gemm")},
         **{_KERNELS + name: "reads the attributes of a compiled cupy.RawKernel (only a GPU makes one)" for name in (
             "memory_hierarchy.bf16_gemm.blocks_per_sm", "memory_hierarchy.bf16_gemm.occupancy_record")},
     },
@@ -148,6 +153,9 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
                                                      "processes have (tests/capstone/test_pipeline.py runs it)",
         "mlsys_lab.capstone.zero.Zero1Optimizer": "a rank of an MPI job: needs a communicator that only mpiexec's "
                                                   "processes have (tests/capstone/test_dp.py runs it)",
+        **{f"mlsys_lab.capstone.ep.{name}": "a rank of an MPI job: needs a communicator that only mpiexec's processes "
+                                            "have (tests/capstone/test_ep.py runs them)" for name in (
+            "MpiAllToAll", "ExpertParallelMoe")},
         "mlsys_lab.capstone.ddp.ddp_step": "a rank of an MPI job: starts a communication thread that all-reduces "
                                             "through an MpiGroup (tests/capstone/test_ddp.py runs it on MPI ranks)",
         "mlsys_lab.autotuning.features.compile_static_features": "runs nvcc (a subprocess; needs the CUDA toolkit)",

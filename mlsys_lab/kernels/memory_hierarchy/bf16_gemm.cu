@@ -26,16 +26,6 @@ __device__ __forceinline__ int tile_offset(int row, int col) {
     return row * LD + col;
 }
 
-// Block tile (tm, tn) of block `bid` when blocks walk GROUP rows of tiles at a time (L2 reuse: the
-// blocks running together share A panels and B panels instead of streaming all of B per row).
-__device__ __forceinline__ void grouped_tile(int bid, int tiles_m, int tiles_n, int group, int& tm, int& tn) {
-    const int per_group = group * tiles_n;
-    const int first_m = (bid / per_group) * group;
-    const int size = min(tiles_m - first_m, group);
-    tm = first_m + (bid % per_group) % size;
-    tn = (bid % per_group) / size;
-}
-
 // One warp's share of a block tile: MI x NI mma tiles (16 x 8 each) over the BK columns of a stage.
 // A rows come from `as`, B rows (one per output column) from `bs`; both K-major with LD per row.
 template <int MI, int NI, int BK, int LD, bool SWZ>
@@ -277,70 +267,7 @@ bf16_pipeline(const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, bf16_t
 #define G_A_BYTES (G_BM * G_BK * 2)
 #define G_STAGE_BYTES ((G_BM + G_BN) * G_BK * 2)
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }\n" ::"r"(bar), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-    asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {  // until phase `parity` completes
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.b32 %0, 1, 0, p; }\n"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-}
-// TMA: copy the box at (x = k, y = row) of the tensor map into shared memory; completes bytes on `bar`.
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* tmap, int x, int y, unsigned bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst), "l"(tmap), "r"(x), "r"(y), "r"(bar) : "memory");
-}
-// Matrix descriptor of a K-major tile with 128-byte swizzle: start address / 16, leading offset 16 B
-// (unused when swizzled), stride 1024 B between groups of 8 rows, swizzle mode 1 (128 B) in bits 62-63.
-__device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
-           (1ull << 62);
-}
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a,
-                                                 unsigned long long desc_b, int scale_d) {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-        "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-        "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
-        "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
-        "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
-        "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
-        "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, "
-        "%128, %129, p, 1, 1, 0, 0;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-#endif
+#include "hopper_ptx.cuh"  // mbarriers, TMA, matrix descriptors, the wgmma shapes
 
 extern "C" __global__ void __launch_bounds__(384, 1)
 bf16_wgmma(const void* __restrict__ tmap_a, const void* __restrict__ tmap_b, bf16_t* __restrict__ C, int M, int N,
@@ -359,14 +286,14 @@ bf16_wgmma(const void* __restrict__ tmap_a, const void* __restrict__ tmap_b, bf1
             mbar_init(bars + 8 * s, 1);
             mbar_init(bars + 8 * (G_STAGES + s), 256);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_fence_init();
     }
     __syncthreads();
     if (wg == 0) {  // producer
         if (threadIdx.x == 0) {
             // The tensor maps live in global memory (written by a host copy): order that write before use.
-            asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(tmap_a) : "memory");
-            asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(tmap_b) : "memory");
+            tensormap_acquire(tmap_a);
+            tensormap_acquire(tmap_b);
             for (int kt = 0; kt < k_tiles; ++kt) {
                 const int s = kt % G_STAGES;
                 if (kt >= G_STAGES) mbar_wait(bars + 8 * (G_STAGES + s), ((kt / G_STAGES) - 1) & 1);
@@ -385,15 +312,15 @@ bf16_wgmma(const void* __restrict__ tmap_a, const void* __restrict__ tmap_b, bf1
             const int s = kt % G_STAGES;
             mbar_wait(bars + 8 * s, (kt / G_STAGES) & 1);
             const unsigned a = base + s * G_STAGE_BYTES + a_rows, b = base + s * G_STAGE_BYTES + G_A_BYTES;
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < G_BK / 16; ++kk)  // 16 bf16 = 32 bytes further along k, inside the swizzle atom
-                wgmma_m64n256k16(d, wgmma_desc(a + 32 * kk), wgmma_desc(b + 32 * kk), 1);
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // tile kt - 1's group is done
+                wgmma_m64n256k16_bf16(d, wgmma_desc(a + 32 * kk), wgmma_desc(b + 32 * kk), 1);
+            wgmma_commit();
+            wgmma_wait<1>();  // tile kt - 1's group is done
             if (kt > 0) mbar_arrive(bars + 8 * (G_STAGES + (kt - 1) % G_STAGES));
         }
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        wgmma_wait<0>();
         // Accumulator layout of m64nN: warp w of the group holds rows 16 w + g and 16 w + g + 8, and for
         // each n8 block j columns 8 j + 2 t, 8 j + 2 t + 1 in d[4 j .. 4 j + 3] (g = lane / 4, t = lane % 4).
         const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;

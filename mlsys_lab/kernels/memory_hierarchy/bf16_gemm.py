@@ -22,7 +22,6 @@ leaves room for FP32 accumulation but not for a dropped tile (which costs ~1/sqr
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ import numpy as np
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.launch import PackedLaunch
+from mlsys_lab.kernels.tma import tensor_map
 from mlsys_lab.occupancy import limits_of, occupancy
 from mlsys_lab.validation import check_array, check_bool, check_choice, check_int, check_type
 
@@ -147,39 +147,6 @@ def _compiled(step: Bf16Step):
     if step.dynamic_smem_bytes:
         fn.max_dynamic_shared_size_bytes = step.dynamic_smem_bytes
     return fn
-
-
-# ----------------------------------------------------------------------------------- TMA tensor maps
-_TMAPS: dict[tuple, object] = {}
-_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, _CU_TENSOR_MAP_SWIZZLE_128B, _CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 9, 3, 2
-
-
-def tensor_map(array, box_rows: int, box_cols: int = 64):
-    """A device copy of the 128-byte ``CUtensorMap`` that lets TMA copy (box_rows x box_cols) boxes of the
-    row-major 2-D bf16 ``array`` into shared memory with the 128-byte swizzle (``cuTensorMapEncodeTiled``).
-
-    The map holds only the address, shape, strides and box, so it is cached by those.
-    """
-    rows, cols = array.shape
-    key = (array.data.ptr, rows, cols, box_rows, box_cols)
-    if key in _TMAPS:
-        return _TMAPS[key]
-    if len(_TMAPS) > 4096:  # fresh arrays in a long loop: forget the old maps (re-encoding is cheap)
-        _TMAPS.clear()
-    encode = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
-    encode.restype = ctypes.c_int
-    storage = ctypes.create_string_buffer(128 + 64)
-    address = (ctypes.addressof(storage) + 63) & ~63  # CUtensorMap is 64-byte aligned
-    u64x2, u32x2 = ctypes.c_uint64 * 2, ctypes.c_uint32 * 2
-    status = encode(ctypes.c_void_p(address), _CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ctypes.c_uint32(2),
-                    ctypes.c_void_p(array.data.ptr), u64x2(cols, rows), (ctypes.c_uint64 * 1)(cols * 2),
-                    u32x2(box_cols, box_rows), u32x2(1, 1), 0, _CU_TENSOR_MAP_SWIZZLE_128B,
-                    _CU_TENSOR_MAP_L2_PROMOTION_L2_128B, 0)
-    if status != 0:
-        raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {status} for shape {array.shape}")
-    host = np.frombuffer(ctypes.string_at(address, 128), dtype=np.uint8)
-    _TMAPS[key] = device = backend.xp.asarray(host)
-    return device
 
 
 # ----------------------------------------------------------------------------------------- launch

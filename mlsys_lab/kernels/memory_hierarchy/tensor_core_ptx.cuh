@@ -1,4 +1,5 @@
-// Inline-PTX helpers shared by the tensor-core kernels of this lesson (bf16_gemm.cu, flash_attention.cu).
+// Inline-PTX helpers shared by the tensor-core kernels of this lesson (bf16_gemm.cu, flash_attention.cu, and
+// through hopper_ptx.cuh the sm_90a kernels).
 // No CUDA header is included: NVRTC with CuPy's headers cannot include mma.h, so every tensor-core and
 // copy instruction is written as PTX. Needs compute capability 8.0 (bf16 mma.sync, ldmatrix, cp.async).
 #pragma once
@@ -45,3 +46,13 @@ __device__ __forceinline__ void cp_async_16(unsigned smem_addr, const void* gmem
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Block tile (tm, tn) of block `bid` when blocks walk GROUP rows of tiles at a time (L2 reuse: the
+// blocks running together share A panels and B panels instead of streaming all of B per row).
+__device__ __forceinline__ void grouped_tile(int bid, int tiles_m, int tiles_n, int group, int& tm, int& tn) {
+    const int per_group = group * tiles_n;
+    const int first_m = (bid / per_group) * group;
+    const int size = min(tiles_m - first_m, group);
+    tm = first_m + (bid % per_group) % size;
+    tn = (bid % per_group) / size;
+}

@@ -1,0 +1,312 @@
+"""Measure the Hopper kernels on an H100/H200: the FP8 block-scaled GEMM and the attention forward on wgmma.
+
+    PYTHONPATH=$PWD python3 benchmarks/hopper_kernels.py --out DIR [--quick]
+
+Writes DIR/hopper_kernels_h200.json. Each kernel is first checked on fresh random inputs: the FP8 GEMM against
+the float64 product of its dequantized inputs, elementwise within the derived error bound
+(:func:`mlsys_lab.training_memory.fp8_gemm.fp8_gemm_error_bound`, plus C's bf16 rounding); the attention forward
+against the float32 NumPy reference (O by relative error, LSE by absolute error). Then each is timed with CUDA
+events after warm-up (median), beside its anchor in the same process: ``torch._scaled_mm`` (cuBLASLt FP8, one
+scale per tensor) for the GEMM, PyTorch's scaled_dot_product_attention with its cuDNN and flash backends for
+attention (PyTorch is a benchmark comparison only, never a course dependency), and the course's own previous
+steps (the BF16 wgmma GEMM, the FlashAttention-2 kernel). Copy the file into mlsys_lab/data/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import json
+import math
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from mlsys_lab import backend
+from mlsys_lab.kernels import loader
+from mlsys_lab.kernels.launch import PackedLaunch
+from mlsys_lab.kernels.memory_hierarchy import bf16_gemm, flash_attention, flash_attention_hopper, fp8_block_gemm
+from mlsys_lab.kernels.memory_hierarchy.flash_attention_backward import attention_forward_lse
+from mlsys_lab.kernels.tma import tensor_map
+from mlsys_lab.timing import L2_FLUSH_BYTES, benchmark
+from mlsys_lab.training_memory.fp8 import dequantize_fp8_blocks, quantize_fp8_blocks
+from mlsys_lab.training_memory.fp8_gemm import fp8_gemm_error_bound
+from mlsys_lab.validation import max_relative_error, relative_error
+
+RNG = np.random.default_rng()
+
+
+def timed(fn, warmup: int = 5, repeat: int = 30, flush: bool = False) -> dict:
+    t = benchmark(fn, warmup=warmup, repeat=repeat, flush_bytes=L2_FLUSH_BYTES if flush else 0)
+    return {"median_s": t.median, "min_s": t.min, "max_s": t.max, "runs": len(t.samples), "l2_flushed": flush}
+
+
+def guarded(name: str, fn, results: dict) -> None:
+    start = time.perf_counter()
+    try:
+        results[name] = fn()
+    except Exception as exc:  # one broken kernel must not hide the others
+        traceback.print_exc()
+        results[name] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+    print(f"[{name}] {time.perf_counter() - start:.1f} s", json.dumps(results[name], default=str)[:3000], flush=True)
+
+
+def torch_or_none():
+    try:
+        import torch  # noqa: PLC0415  (benchmark comparison only)
+
+        return torch if torch.cuda.is_available() else None
+    except ImportError:
+        return None
+
+
+def random_bf16(*shape: int):
+    return backend.xp.asarray(bf16_gemm.to_bf16_bits(RNG.standard_normal(shape, dtype=np.float32)))
+
+
+# ------------------------------------------------------------------------------------------ FP8 GEMM
+FP8_VARIANTS = {  # what each step adds: the block width; promoting while the next interval runs (slower)
+    "bn128": {"FP8_BN": 128, "FP8_PIPELINE": 0},
+    "bn128_pipelined": {"FP8_BN": 128, "FP8_PIPELINE": 1},
+    "bn256": {"FP8_BN": 256, "FP8_PIPELINE": 0},
+}
+
+
+def fp8_variant(defines: dict):
+    block_n = defines["FP8_BN"]
+    fn = loader.kernel(fp8_block_gemm.SOURCE, "fp8_block_gemm", defines, arch="sm_90a")
+    fn.max_dynamic_shared_size_bytes = fp8_block_gemm.fp8_gemm_smem_bytes(block_n)
+
+    def run(a, sa, b, sb, out):
+        m, k = a.shape
+        n = b.shape[0]
+        PackedLaunch(fn, ((m // 128) * (n // block_n),), (384,), fp8_block_gemm.fp8_gemm_smem_bytes(block_n), 5,
+                     (np.int32(m), np.int32(n), np.int32(k)))(
+            tensor_map(a, 128), tensor_map(b, block_n), backend.xp.ascontiguousarray(sa.T), sb, out)
+        return out
+    return run, fn
+
+
+def fp8_checks(name: str) -> dict:
+    xp = backend.xp
+    run, fn = fp8_variant(FP8_VARIANTS[name])
+    cases = []
+    for m, n, k in ((256, 256, 512), (384, 512, 1024), (128, 768, 4096)):
+        a = RNG.standard_normal((m, k)).astype(np.float32)
+        a[:, RNG.integers(0, k, size=3)] *= 50.0  # outlier channels, what the 1 x 128 scales are for
+        b = (RNG.standard_normal((n, k)) * 0.05).astype(np.float32)
+        qa, qb = quantize_fp8_blocks(a, 1, 128), quantize_fp8_blocks(b, 128, 128)
+        got = bf16_gemm.from_bf16_bits(run(xp.asarray(qa.codes), xp.asarray(qa.scales), xp.asarray(qb.codes),
+                                           xp.asarray(qb.scales), xp.empty((m, n), dtype=xp.uint16)))
+        exact = dequantize_fp8_blocks(qa) @ dequantize_fp8_blocks(qb).T
+        bound = fp8_gemm_error_bound(qa, qb) + fp8_block_gemm.BF16_UNIT_ROUNDOFF * np.abs(exact)
+        excess = np.abs(got - exact) / bound
+        cases.append({"shape": [m, n, k], "relative_error": relative_error(got, exact),
+                      "max_error_over_bound": float(excess.max()), "within_bound": bool((excess <= 1).all())})
+    return {"cases": cases, "passed": all(c["within_bound"] and c["relative_error"] < 1e-2 for c in cases),
+            "resources": bf16_gemm.occupancy_record(
+                fn, 384, fp8_block_gemm.fp8_gemm_smem_bytes(FP8_VARIANTS[name]["FP8_BN"]))}
+
+
+def random_codes(rows: int, cols: int):
+    """E4M3 codes of random values of both signs (every finite code but NaN's), uniformly."""
+    xp = backend.xp
+    magnitude = xp.asarray(RNG.integers(0, 0x7E, size=(rows, cols), dtype=np.uint8))
+    sign = xp.asarray((RNG.integers(0, 2, size=(rows, cols), dtype=np.uint8) << 7).astype(np.uint8))
+    return magnitude | sign
+
+
+def scaled_mm_anchor(size: int, torch) -> dict:
+    """cuBLASLt FP8 through torch._scaled_mm, e4m3 x e4m3 -> bf16, one fp32 scale per tensor."""
+    a = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    flop = 2.0 * size**3
+    t = timed(lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+    out = {"per_tensor": {**t, "flop_per_s": flop / t["median_s"]}}
+    try:  # blockwise 1x128 / 128x128 scales, where this PyTorch offers them on Hopper
+        sa = torch.rand(size, size // 128, device="cuda") + 0.5
+        sb = torch.rand(size // 128, size // 128, device="cuda") + 0.5
+        torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.t(), out_dtype=torch.bfloat16)
+        t = timed(lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.t(), out_dtype=torch.bfloat16))
+        out["blockwise"] = {**t, "flop_per_s": flop / t["median_s"]}
+    except Exception as exc:
+        out["blockwise"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return out
+
+
+def fp8_timings(size: int, torch) -> dict:
+    xp = backend.xp
+    flop = 2.0 * size**3
+    a, b = random_codes(size, size), random_codes(size, size)
+    sa = xp.asarray(RNG.uniform(0.5, 2.0, (size, size // 128)).astype(np.float32))
+    sb = xp.asarray(RNG.uniform(0.5, 2.0, (size // 128, size // 128)).astype(np.float32))
+    c = xp.empty((size, size), dtype=xp.uint16)
+    row = {"size": size}
+    for name, defines in FP8_VARIANTS.items():
+        run, _ = fp8_variant(defines)
+        t = timed(functools.partial(run, a, sa, b, sb, c))
+        row[name] = {**t, "flop_per_s": flop / t["median_s"]}
+    t = timed(functools.partial(fp8_block_gemm.fp8_block_gemm_on_gpu, a, sa, b, sb, out=c))
+    row["course_default"] = {**t, "flop_per_s": flop / t["median_s"]}
+    x, y = random_bf16(size, size), random_bf16(size, size)
+    t = timed(functools.partial(bf16_gemm.bf16_gemm, x, y, "wgmma", out=c))
+    row["course_bf16_wgmma"] = {**t, "flop_per_s": flop / t["median_s"]}
+    if torch is not None:
+        row["scaled_mm"] = scaled_mm_anchor(size, torch)
+        anchor = row["scaled_mm"]["per_tensor"]["flop_per_s"]
+        row["fraction_of_scaled_mm"] = {name: row[name]["flop_per_s"] / anchor
+                                        for name in (*FP8_VARIANTS, "course_default")}
+    return row
+
+
+# ------------------------------------------------------------------------------------ attention
+def variant_launch(d: int, causal: bool, defines: dict):
+    fn = loader.kernel(flash_attention_hopper.SOURCE, "flash_attention_hopper",
+                       {"HEAD_DIM": d, "CAUSAL": int(causal), **defines}, arch="sm_90a")
+    smem = flash_attention_hopper.hopper_attention_smem_bytes(d, defines.get("H_STAGES"))
+    fn.max_dynamic_shared_size_bytes = smem
+
+    def run(q, k, v, out, lse):
+        b, h, s, _ = q.shape
+        maps = [tensor_map(x.reshape(b * h * s, d), 128) for x in (q, k, v)]
+        PackedLaunch(fn, (s // 128, b * h), (384,), smem, 5,
+                     (np.int32(s), np.float32(math.log2(math.e) / math.sqrt(d))))(*maps, out, lse)
+        return out, lse
+    return run
+
+
+def attention_check(run, d: int, causal: bool) -> dict:
+    q, k, v = (random_bf16(2, 3, 384, d) for _ in range(3))
+    out, lse = backend.xp.empty_like(q), backend.xp.empty(q.shape[:3], dtype=backend.xp.float32)
+    run(q, k, v, out, lse)
+    hq, hk, hv = (bf16_gemm.from_bf16_bits(backend.asnumpy(x)) for x in (q, k, v))
+    ref_o, ref_lse = attention_forward_lse(hq.astype(np.float64), hk.astype(np.float64), hv.astype(np.float64),
+                                           causal=causal)
+    got = bf16_gemm.from_bf16_bits(out)
+    err = relative_error(got, ref_o)
+    lse_err = float(np.abs(backend.asnumpy(lse) - ref_lse).max())
+    return {"relative_error": err, "max_relative_error": max_relative_error(got, ref_o), "lse_max_abs_error": lse_err,
+            "passed": err < flash_attention.RELATIVE_ERROR_BOUND and lse_err < 1e-2}
+
+
+ATTENTION_VARIANTS = {  # what each step adds: FA-3's ping-pong (§3.1) on and off, a third K/V stage at d = 128
+    "no_pingpong": {"FA_PINGPONG": 0},
+    "pingpong": {"FA_PINGPONG": 1},
+    "three_stages": {"H_STAGES": 3},
+    "default": {},
+}
+
+
+def attention_checks() -> dict:
+    out = {}
+    for name, defines in ATTENTION_VARIANTS.items():
+        for d in flash_attention_hopper.HEAD_DIMS:
+            for causal in (False, True):
+                key = f"{name}_d{d}_{'causal' if causal else 'full'}"
+                try:
+                    out[key] = attention_check(variant_launch(d, causal, defines), d, causal)
+                except Exception as exc:
+                    out[key] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+                print(key, out[key], flush=True)
+    return out
+
+
+def attention_row(d: int, causal: bool, seq: int, batch: int, heads: int, torch, variants: dict) -> dict:
+    flop = flash_attention.attention_flop(batch, heads, seq, d, causal)
+    q, k, v = (random_bf16(batch, heads, seq, d) for _ in range(3))
+    o, lse = backend.xp.empty_like(q), backend.xp.empty((batch, heads, seq), dtype=backend.xp.float32)
+    row = {"batch": batch, "heads": heads}
+    for name, defines in variants.items():
+        run = variant_launch(d, causal, defines)
+        t = timed(functools.partial(run, q, k, v, o, lse), flush=True)
+        row[f"hopper_{name}"] = {**t, "flop_per_s": flop / t["median_s"]}
+    t = timed(functools.partial(flash_attention.flash_attention, q, k, v, causal, out=o), flush=True)
+    row["fa2_course"] = {**t, "flop_per_s": flop / t["median_s"]}
+    del q, k, v, o
+    if torch is not None:
+        from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415
+
+        tq, tk, tv = (torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        for label, which in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
+            def sdpa(which=which):
+                with sdpa_kernel(which):
+                    return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+            try:
+                t = timed(sdpa, flush=True)
+                row[label] = {**t, "flop_per_s": flop / t["median_s"]}
+            except Exception as exc:
+                row[label] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        best = max(v["flop_per_s"] for key, v in row.items() if key.startswith("hopper_") and "flop_per_s" in v)
+        if "flop_per_s" in row.get("sdpa_cudnn", {}):
+            row["fraction_of_cudnn"] = best / row["sdpa_cudnn"]["flop_per_s"]
+    return row
+
+
+def attention_timings(seqs, variants: dict, head_dims=(128, 64)) -> dict:
+    torch = torch_or_none()
+    out = {}
+    for d in head_dims:
+        for causal in (False, True):
+            for seq in seqs:
+                key = f"d{d}_{'causal' if causal else 'full'}_{seq}"
+                try:
+                    out[key] = attention_row(d, causal, seq, 4, 2048 // d, torch, variants)
+                except Exception as exc:
+                    traceback.print_exc()
+                    out[key] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+                print(key, {k: (v.get("flop_per_s", 0) / 1e12 if isinstance(v, dict) else v)
+                            for k, v in out[key].items()}, flush=True)
+    return out
+
+
+def resources() -> dict:
+    out = {}
+    for n in fp8_block_gemm.BLOCK_NS:
+        out[f"fp8_bn{n}"] = fp8_block_gemm.fp8_gemm_resources(n)
+    for d in flash_attention_hopper.HEAD_DIMS:
+        for causal in (False, True):
+            key = f"attention_d{d}_{'causal' if causal else 'full'}"
+            out[key] = flash_attention_hopper.hopper_attention_resources(d, causal)
+    return out
+
+
+def environment() -> dict:
+    xp = backend.xp
+    device = xp.cuda.Device()
+    torch = torch_or_none()
+    return {"device": xp.cuda.runtime.getDeviceProperties(device.id)["name"].decode(),
+            "compute_capability": device.compute_capability, "cupy_version": xp.__version__,
+            "torch_version": torch.__version__ if torch else None,
+            "date": datetime.date.today().isoformat()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quick", action="store_true", help="one sequence length, head dimension 128 only")
+    args = parser.parse_args()
+    results: dict = {"script": "benchmarks/hopper_kernels.py", **environment()}
+    print(results, flush=True)
+    guarded("resources", resources, results)
+    for name in FP8_VARIANTS:
+        guarded(f"fp8_check_{name}", functools.partial(fp8_checks, name), results)
+    guarded("fp8_8192", functools.partial(fp8_timings, 8192, torch_or_none()), results)
+    guarded("attention_checks", attention_checks, results)
+    checks = results["attention_checks"]
+    variants = {name: defines for name, defines in ATTENTION_VARIANTS.items()
+                if all(checks.get(f"{name}_d128_{m}", {}).get("passed") for m in ("full", "causal"))}
+    results["timed_variants"] = list(variants)
+    if variants:
+        seqs = (4096,) if args.quick else (4096, 16384)
+        guarded("attention", functools.partial(attention_timings, seqs, variants,
+                                               (128,) if args.quick else (128, 64)), results)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "hopper_kernels_h200.json").write_text(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

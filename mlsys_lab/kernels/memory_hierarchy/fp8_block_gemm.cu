@@ -1,0 +1,169 @@
+// FP8 (E4M3) GEMM with fine-grained scales on Hopper's tensor cores, as DeepSeek-V3 §3.3 describes it:
+//   C = A · Bᵀ      A (M, K) E4M3 codes with one fp32 scale per 1 x 128 block (a row's 128 channels),
+//                   B (N, K) E4M3 codes with one fp32 scale per 128 x 128 block;  C (M, N) bf16.
+// For every K interval of 128 (one scale of A's row, one of B's block):
+//   T  = Σ_k a_k b_k                     four wgmma.m64n128k32.e4m3 into a temporary accumulator T (zeroed by
+//                                        the first), whose precision on Hopper is limited ("around 14 bits")
+//   C += (sa_row · sb_block) · T         promoted on the CUDA cores into the fp32 accumulator, one FMA each
+// so the tensor core never sums more than 128 products and no scale ever multiplies inside it.
+//
+// Block tile 128 x FP8_BN x 128 (BK = 128 fp8 = one 128-byte swizzled row: K-major, the only layout wgmma takes
+// for 8-bit inputs). 384 threads: warp groups 0 and 1 are consumers (64 rows of C each), warp group 2 the
+// producer (one thread issues the TMA copies). setmaxnreg moves registers from the producer (40 a thread) to the
+// consumers (232): the register file is split among the SM's four schedulers, 3 warps each, so without it every
+// thread gets at most 168 and FP8_BN = 256's 128 + 64 accumulator registers spill. Stages change hands through mbarriers as in bf16_gemm.cu's wgmma step.
+// With FP8_BN = 256 a consumer keeps 128 fp32 of C and promotes each 128-column half through one 64-register T.
+// While one consumer promotes (its tensor core work waited for), the other's wgmma keep the tensor cores busy.
+#ifndef FP8_BN
+#define FP8_BN 256
+#endif
+#define F_BM 128
+#define F_BK 128
+#define F_SUBS (FP8_BN / 128)                  // 128-column sub-tiles, one T each
+#define F_STAGES (FP8_BN == 128 ? 6 : 4)
+#define F_A_BYTES (F_BM * F_BK)                // 16 KiB
+#define F_STAGE_BYTES ((F_BM + FP8_BN) * F_BK)  // 32 or 48 KiB
+#define F_GROUP 8
+#define F_THREADS 384
+// FP8_PIPELINE (block width 128 only): promote interval kt while the tensor cores compute interval kt + 1, in two
+// temporaries. Measured slower on the H200 than leaving that overlap to the other consumer warp group (the lesson's
+// table), so it is off by default and kept as the step that did not pay.
+#ifndef FP8_PIPELINE
+#define FP8_PIPELINE 0
+#endif
+
+#include "hopper_ptx.cuh"
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Where a consumer's operands are: the mbarriers, the ring of stages, the offset of its 64 rows of A in a stage, its
+// row's scales of A (one per K interval, M apart), the block column's scales of B (one per K interval), M and the
+// number of K intervals.
+struct Fp8Operands {
+    unsigned bars, ring, a_rows;
+    const float* scale_a;
+    const float* scale_b;
+    int M, k_tiles;
+};
+struct Fp8Scales {  // sa · sb of this thread's two rows for one K interval (and 128 columns)
+    float lo, hi;
+};
+
+// Wait for interval kt's tiles, issue its four wgmma.m64n128k32 (sub-tile `sub` of B) into t, and read its scales.
+__device__ __forceinline__ Fp8Scales fp8_issue(const Fp8Operands& in, int kt, int sub, float (&t)[64]) {
+    const int s = kt % F_STAGES;
+    const float sa_lo = __ldg(in.scale_a + (size_t)kt * in.M), sa_hi = __ldg(in.scale_a + (size_t)kt * in.M + 8);
+    const float sb = __ldg(in.scale_b + (size_t)sub * in.k_tiles + kt);
+    if (sub == 0) mbar_wait(in.bars + 8 * s, (kt / F_STAGES) & 1);
+    const unsigned a = in.ring + s * F_STAGE_BYTES + in.a_rows;
+    const unsigned b_tile = in.ring + s * F_STAGE_BYTES + F_A_BYTES + sub * 128 * F_BK;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < F_BK / 32; ++kk)  // 32 fp8 = 32 bytes further along k, inside the swizzle atom
+        wgmma_m64n128k32_e4m3(t, wgmma_desc(a + 32 * kk), wgmma_desc(b_tile + 32 * kk), kk > 0);
+    wgmma_commit();
+    return {sa_lo * sb, sa_hi * sb};  // one fp32 rounding of each scale product
+}
+__device__ __forceinline__ void fp8_release(const Fp8Operands& in, int kt) {  // interval kt's tiles are read
+    mbar_arrive(in.bars + 8 * (F_STAGES + kt % F_STAGES));
+}
+// C += scale · T on the CUDA cores, one FMA per element (rows g: t[4j], t[4j+1]; rows g + 8: t[4j+2], t[4j+3]).
+// (Called with a constant `sub`, inlined and unrolled: every index is a constant and d stays in registers.)
+__device__ __forceinline__ void fp8_promote(float (&d)[64 * F_SUBS], const float (&t)[64], Fp8Scales sc, int sub) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        d[sub * 64 + 4 * j] = fmaf(sc.lo, t[4 * j], d[sub * 64 + 4 * j]);
+        d[sub * 64 + 4 * j + 1] = fmaf(sc.lo, t[4 * j + 1], d[sub * 64 + 4 * j + 1]);
+        d[sub * 64 + 4 * j + 2] = fmaf(sc.hi, t[4 * j + 2], d[sub * 64 + 4 * j + 2]);
+        d[sub * 64 + 4 * j + 3] = fmaf(sc.hi, t[4 * j + 3], d[sub * 64 + 4 * j + 3]);
+    }
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(F_THREADS, 1)
+fp8_block_gemm(const void* __restrict__ tmap_a, const void* __restrict__ tmap_b, const float* __restrict__ scale_a,
+               const float* __restrict__ scale_b, bf16_t* __restrict__ C, int M, int N, int K) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    // scale_a: (K / 128, M), a K interval's scales contiguous over rows; scale_b: (N / 128, K / 128).
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const unsigned base = (smem_u32(smem_raw) + 1023) & ~1023u;  // swizzle atoms need 1024-byte alignment
+    const unsigned bars = base + F_STAGES * F_STAGE_BYTES;        // full[s] at bars + 8 s, empty[s] after them
+    int tm, tn;
+    grouped_tile(blockIdx.x, M / F_BM, N / FP8_BN, F_GROUP, tm, tn);
+    const int k_tiles = K / F_BK;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < F_STAGES; ++s) {
+            mbar_init(bars + 8 * s, 1);
+            mbar_init(bars + 8 * (F_STAGES + s), 256);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+    if (threadIdx.x >= 256) {  // producer warp group: gives registers back to the consumers
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (threadIdx.x == 256) {
+            tensormap_acquire(tmap_a);
+            tensormap_acquire(tmap_b);
+            for (int kt = 0; kt < k_tiles; ++kt) {
+                const int s = kt % F_STAGES;
+                if (kt >= F_STAGES) mbar_wait(bars + 8 * (F_STAGES + s), ((kt / F_STAGES) - 1) & 1);
+                const unsigned full = bars + 8 * s, dst = base + s * F_STAGE_BYTES;
+                mbar_expect_tx(full, F_STAGE_BYTES);
+                tma_load_2d(dst, tmap_a, kt * F_BK, tm * F_BM, full);
+                tma_load_2d(dst + F_A_BYTES, tmap_b, kt * F_BK, tn * FP8_BN, full);
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+    const int row = tm * F_BM + wg * 64 + warp * 16 + (lane >> 2);  // this thread's rows: row and row + 8
+    const Fp8Operands in{bars, base, (unsigned)(wg * 64 * F_BK), scale_a + row,
+                         scale_b + (size_t)tn * F_SUBS * k_tiles, M, k_tiles};
+    float d[64 * F_SUBS];
+#pragma unroll
+    for (int i = 0; i < 64 * F_SUBS; ++i) d[i] = 0.0f;
+#if FP8_PIPELINE
+    // Two temporaries: the tensor cores fill one with interval kt + 1 while the CUDA cores promote the other.
+    float t0[64], t1[64];
+    Fp8Scales s0 = fp8_issue(in, 0, 0, t0), s1;
+    for (int kt = 0; kt < k_tiles; kt += 2) {
+        if (kt + 1 < k_tiles) {
+            s1 = fp8_issue(in, kt + 1, 0, t1);
+            wgmma_wait<1>();
+        } else {
+            wgmma_wait<0>();
+        }
+        fp8_release(in, kt);
+        fp8_promote(d, t0, s0, 0);
+        if (kt + 1 < k_tiles) {
+            if (kt + 2 < k_tiles) {
+                s0 = fp8_issue(in, kt + 2, 0, t0);
+                wgmma_wait<1>();
+            } else {
+                wgmma_wait<0>();
+            }
+            fp8_release(in, kt + 1);
+            fp8_promote(d, t1, s1, 0);
+        }
+    }
+#else
+    // One temporary: issue an interval's four wgmma, wait for them, promote, then the next.
+    float t[64];
+    for (int kt = 0; kt < k_tiles; ++kt) {
+#pragma unroll
+        for (int sub = 0; sub < F_SUBS; ++sub) {
+            const Fp8Scales sc = fp8_issue(in, kt, sub, t);
+            wgmma_wait<0>();
+            if (sub == F_SUBS - 1) fp8_release(in, kt);
+            fp8_promote(d, t, sc, sub);
+        }
+    }
+#endif
+    bf16_t* c0 = C + (size_t)row * N + tn * FP8_BN + 2 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < 16 * F_SUBS; ++j) {
+        *reinterpret_cast<unsigned*>(c0 + 8 * j) = pack_bf16(d[4 * j], d[4 * j + 1]);
+        *reinterpret_cast<unsigned*>(c0 + (size_t)8 * N + 8 * j) = pack_bf16(d[4 * j + 2], d[4 * j + 3]);
+    }
+#endif
+}
