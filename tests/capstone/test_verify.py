@@ -4,7 +4,7 @@ edit of a kept cell would break it)."""
 
 import pytest
 
-from mlsys_lab.capstone.verify import DEFAULT_STAGES, STAGE_PIECES, verify_pieces
+from mlsys_lab.capstone.verify import DEFAULT_STAGES, STAGE_PIECES, STAGES, verify_pieces
 from mlsys_lab.exercises.parallelism import check_one_f_one_b
 from mlsys_lab.mpi import find_mpiexec
 
@@ -79,7 +79,8 @@ def test_the_learners_solved_pieces_pass_every_check_and_are_reported_as_theirs(
     keep_every_piece()
     keep_tp_mlp(learner)
     results = verify_pieces()
-    assert [r.stage for r in results] == list(DEFAULT_STAGES)  # expert parallel runs on request (test_ep.py)
+    assert list(DEFAULT_STAGES) == list(STAGES)  # all six by default: the lesson prints six verdicts
+    assert [r.stage for r in results] == list(DEFAULT_STAGES)
     assert [r.passed for r in results] == [True] * len(DEFAULT_STAGES), [r.line for r in results]
     assert all(set(r.whose.values()) == {"yours"} for r in results), [r.whose for r in results]
 
