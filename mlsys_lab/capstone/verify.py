@@ -37,7 +37,7 @@ from typing import Callable
 
 import numpy as np
 
-from mlsys_lab import pieces
+from mlsys_lab import backend, pieces
 from mlsys_lab.capstone.launch import run_and_kill, run_data_parallel, run_expert_parallel, run_pipeline
 from mlsys_lab.capstone.model import GPTConfig, course_ops
 from mlsys_lab.capstone.moe import MoeConfig
@@ -92,15 +92,25 @@ def _relative(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-300))
 
 
+def _reference_ops():
+    """The course's operators, with the loss the MPI ranks run: on a CUDA GPU the ranks' loss is the float32 kernel
+    (:mod:`mlsys_lab.capstone.gpu_loss`), so the one-process run they are compared with uses it too (each row's loss
+    depends on that row alone: sharding the batch changes no bit of it). On a CPU: the course's operators."""
+    ops = course_ops()
+    if backend.on_gpu:
+        ops = dataclasses.replace(ops, cross_entropy=load_stack(quiet=True).ops.cross_entropy)
+    return ops
+
+
 @functools.lru_cache(maxsize=4)
 def _course_run(config: RunConfig, n_steps: int):
-    """The course's single-process run: what the operators and the data-parallel check compare with, computed once
-    (a check rerun with a piece swapped compares with the same run)."""
-    return train(config, n_steps, ops=course_ops())
+    """The course's single-process run: what the parallel checks compare with, computed once (a check rerun with a
+    piece swapped compares with the same run)."""
+    return train(config, n_steps, ops=_reference_ops())
 
 
 def _operators(config: RunConfig, n_steps: int, _folder: Path) -> tuple[bool, str]:
-    ours, ours_log = _course_run(config, n_steps)
+    ours, ours_log = train(config, n_steps, ops=course_ops())  # float64 operators on both sides, GPU or not
     stack = load_stack(quiet=True)
     theirs, theirs_log = train(config, n_steps, ops=stack.exact_ops)
     losses = _relative(np.array(theirs_log.losses), np.array(ours_log.losses))
@@ -135,7 +145,7 @@ def _tensor_parallel(config: RunConfig, n_steps: int, _folder: Path) -> tuple[bo
     otherwise): θ within RTOL of the course's one-process run."""
     single, _ = _course_run(config, n_steps)
     mlp, mlp_back, group = tensor_parallel_mlp(load_stack(quiet=True).tp_mlp, n_ranks=2)
-    split, _ = train(config, n_steps, ops=course_ops(), mlp=mlp, mlp_back=mlp_back)
+    split, _ = train(config, n_steps, ops=_reference_ops(), mlp=mlp, mlp_back=mlp_back)
     gap = _relative(split.theta, single.theta)
     return bool(gap <= RTOL), (f"2 ranks, the MLP split by columns of W1 and rows of W2: θ after {n_steps} steps "
                                f"within {gap:.1e} of one process (≤ {RTOL:g}); {group.calls // n_steps} "

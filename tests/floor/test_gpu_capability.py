@@ -81,13 +81,16 @@ def test_banner_says_which_gpu_and_which_lessons_kernels_run(monkeypatch):
                         "training_memory.")
     blocked = {line.split()[0] for line in lines[3:]}
     assert blocked == {"memory_hierarchy/bf16_gemm.cu", "memory_hierarchy/flash_attention.cu", "moe/grouped_gemm.cu",
-                       "roofline/littles_law.cu"}
+                       "roofline/littles_law.cu", "memory_hierarchy/fp8_block_gemm.cu,",
+                       "memory_hierarchy/flash_attention_hopper.cu,"}  # the sm_90a-only files: "file, what, why"
     simulate_gpu(monkeypatch, "NVIDIA L4", (8, 9))
     lines = backend.what_gpu_lessons_do().splitlines()
     assert lines[1].endswith("loops, moe, operators, roofline, training_memory.")
-    assert lines[3:] == ["  memory_hierarchy/bf16_gemm.cu, step 'wgmma' (bf16_wgmma), needs compute capability 9.0 "
-                         "exactly (Hopper's wgmma and TMA, compiled for sm_90a, which runs on compute capability 9.0 "
-                         "only)"]
+    why = ("needs compute capability 9.0 exactly (Hopper's wgmma and TMA, compiled for sm_90a, which runs on compute "
+           "capability 9.0 only)")
+    assert lines[3:] == [f"  memory_hierarchy/bf16_gemm.cu, step 'wgmma' (bf16_wgmma), {why}",
+                         f"  memory_hierarchy/fp8_block_gemm.cu, the FP8 block-scaled GEMM, {why}",
+                         f"  memory_hierarchy/flash_attention_hopper.cu, the Hopper attention forward, {why}"]
     simulate_gpu(monkeypatch, "NVIDIA H200", (9, 0))
     lines = backend.what_gpu_lessons_do().splitlines()
     assert len(lines) == 2 and "memory_hierarchy" in lines[1]

@@ -22,9 +22,9 @@
 #define CAUSAL 0
 #endif
 #define H_BR 128                              // query rows per block: 2 consumer warp groups x 64
-#define H_BC 128                              // keys per tile
+#define H_BC 128                              // keys per tile (FA-3's 176 needs registers this kernel lacks)
 #ifndef H_STAGES
-#define H_STAGES (HEAD_DIM == 128 ? 2 : 4)
+#define H_STAGES (HEAD_DIM == 128 ? 3 : 4)  // 3 x 64 KiB + Q's 32 KiB: 225 KiB of the 227 a block may have
 #endif
 #define H_BOX_COLS 64                         // bf16 per 128-byte swizzled row
 #define H_BOXES (HEAD_DIM / H_BOX_COLS)
@@ -59,16 +59,16 @@ __device__ __forceinline__ float ex2(float x) {  // 2^x in one SFU instruction (
 #else
 #define PV_WGMMA wgmma_m64n64k16_bf16_rs_tb
 #endif
+#define S_WGMMA wgmma_m64n128k16_bf16
+#define S_WGMMA_ZERO wgmma_m64n128k16_bf16_zero
 // Named barriers 1 and 2 (0 is __syncthreads) between the two consumer warp groups, 256 threads each: one warp
 // group waits (bar.sync) for the other's 128 threads to arrive (bar.arrive). Turns, each a warp group's burst of
 // tensor-core work: WG0 [S_0], WG1 [S_0], WG0 [P_0 V_0, S_1], WG1 [P_0 V_0, S_1], ..., WG0 [P V], WG1 [P V].
 // Warp group w waits on barrier 1 + w and hands over on 2 - w; each wait has exactly one matching arrival.
-__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
-__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 
 // The softmax state of a warp group's 64 query rows (this thread's rows g and g + 8), and its registers.
 struct FaState {
-    float s[64];                 // S = Q K_jᵀ: 64 x 128 over the warp group; then exp2 in place
+    float s[H_BC / 2];           // S = Q K_jᵀ: 64 x H_BC over the warp group
     float o[HEAD_DIM / 2];       // O: 64 x HEAD_DIM
     unsigned p[H_BC / 16][4];    // P as bf16 A fragments, one set per 16 keys
     float m_lo, m_hi, l_lo, l_hi;
@@ -94,10 +94,13 @@ __device__ __forceinline__ void fa_tile(FaState& st, int j, int n_tiles, unsigne
     mbar_wait(bars + 8 * (1 + s), (j / H_STAGES) & 1);
     if (FA_PINGPONG && j == 0 && wg == 1) named_sync(2);  // warp group 0 issues first
     wgmma_fence();
+    // 16 of the head dimension a step: box kk / 4, 32 bytes on. The first step starts S at zero and reads none of
+    // its old values, so S's registers are free for P between one tile's softmax and the next tile's wgmma.
+    S_WGMMA_ZERO(st.s, wgmma_desc(q_rows), wgmma_desc(k_tile));
 #pragma unroll
-    for (int kk = 0; kk < HEAD_DIM / 16; ++kk)  // 16 of the head dimension: box kk / 4, 32 bytes a step
-        wgmma_m64n128k16_bf16(st.s, wgmma_desc(q_rows + (kk / 4) * H_BR * 128 + (kk % 4) * 32),
-                              wgmma_desc(k_tile + (kk / 4) * H_BC * 128 + (kk % 4) * 32), kk > 0);
+    for (int kk = 1; kk < HEAD_DIM / 16; ++kk)
+        S_WGMMA(st.s, wgmma_desc(q_rows + (kk / 4) * H_BR * 128 + (kk % 4) * 32),
+                wgmma_desc(k_tile + (kk / 4) * H_BC * 128 + (kk % 4) * 32), 1);
     wgmma_commit();
     if (FA_PINGPONG) named_arrive(2 - wg);  // end of my turn: the other warp group's
     wgmma_wait<0>();  // S_j, and P_{j-1} V_{j-1}, are done
@@ -166,7 +169,7 @@ flash_attention_hopper(const void* __restrict__ tmap_q, const void* __restrict__
     const int q_block = blockIdx.x, q_blocks = gridDim.x, bh = blockIdx.y;
     const int q_tile = CAUSAL ? q_blocks - 1 - q_block : q_block;  // causal: longest rows first
     const int head_row = bh * seq;                               // first row of this (batch, head) in the 2-D view
-    const int n_tiles = CAUSAL ? (q_tile + 1) * H_BR / H_BC : seq / H_BC;
+    const int n_tiles = CAUSAL ? q_tile + 1 : seq / H_BC;
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
         for (int s = 0; s < H_STAGES; ++s) {
@@ -209,7 +212,8 @@ flash_attention_hopper(const void* __restrict__ tmap_q, const void* __restrict__
     st.m_lo = st.m_hi = NEG_INF;
     st.l_lo = st.l_hi = 0.0f;
     mbar_wait(q_full, 0);
-    for (int j = 0; j < n_tiles - 1; ++j) fa_tile<false>(st, j, n_tiles, bars, ring, q_rows, wg, lane, row_lo, scale_log2);
+    for (int j = 0; j < n_tiles - 1; ++j)
+        fa_tile<false>(st, j, n_tiles, bars, ring, q_rows, wg, lane, row_lo, scale_log2);
     fa_tile<CAUSAL>(st, n_tiles - 1, n_tiles, bars, ring, q_rows, wg, lane, row_lo, scale_log2);
     if (FA_PINGPONG && wg == 0) named_arrive(2);  // warp group 1's last turn
     wgmma_wait<0>();

@@ -29,8 +29,8 @@ BLOCK_ROWS, BLOCK_KEYS, THREADS = 128, 128, 384  # H_BR, H_BC, H_THREADS in the 
 
 
 def hopper_attention_stages(head_dim: int) -> int:
-    """Stages of the K/V ring (H_STAGES): 2 of 64 KiB at d = 128, 4 of 32 KiB at d = 64."""
-    return 2 if check_choice("head_dim", head_dim, HEAD_DIMS) == 128 else 4
+    """Stages of the K/V ring (H_STAGES): 3 of 64 KiB at d = 128, 4 of 32 KiB at d = 64."""
+    return 3 if check_choice("head_dim", head_dim, HEAD_DIMS) == 128 else 4
 
 
 def hopper_attention_smem_bytes(head_dim: int, stages: int | None = None) -> int:

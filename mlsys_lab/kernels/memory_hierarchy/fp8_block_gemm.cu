@@ -31,6 +31,9 @@
 #ifndef FP8_PIPELINE
 #define FP8_PIPELINE 0
 #endif
+#ifndef FP8_PINGPONG  // measured slower (the lesson's table): off
+#define FP8_PINGPONG 0
+#endif
 
 #include "hopper_ptx.cuh"
 
@@ -147,12 +150,18 @@ fp8_block_gemm(const void* __restrict__ tmap_a, const void* __restrict__ tmap_b,
         }
     }
 #else
-    // One temporary: issue an interval's four wgmma, wait for them, promote, then the next.
+    // One temporary: issue an interval's four wgmma, wait for them, promote, then the next. With FP8_PINGPONG the
+    // two consumer warp groups take turns issuing (named barriers 1 and 2, as the attention kernel's ping-pong),
+    // so the tensor cores always hold one warp group's products while the other promotes.
     float t[64];
+    const int bursts = k_tiles * F_SUBS;
     for (int kt = 0; kt < k_tiles; ++kt) {
 #pragma unroll
         for (int sub = 0; sub < F_SUBS; ++sub) {
+            const int burst = kt * F_SUBS + sub;
+            if (FP8_PINGPONG && (wg == 1 || burst > 0)) named_sync(1 + wg);  // my turn
             const Fp8Scales sc = fp8_issue(in, kt, sub, t);
+            if (FP8_PINGPONG && (wg == 0 || burst < bursts - 1)) named_arrive(2 - wg);  // the other's turn
             wgmma_wait<0>();
             if (sub == F_SUBS - 1) fp8_release(in, kt);
             fp8_promote(d, t, sc, sub);

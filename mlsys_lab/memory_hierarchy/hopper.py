@@ -1,0 +1,105 @@
+"""Hopper's attention forward and FP8 block-scaled GEMM, as recorded on an H100, in the tables lesson 04 shows.
+
+``data/hopper_kernels_h100.json`` is written by ``benchmarks/hopper_kernels.py``, which checks every kernel of
+``kernels/memory_hierarchy/flash_attention_hopper.cu`` and ``fp8_block_gemm.cu`` against its reference and times
+it with CUDA events beside its anchor, measured in the same process:
+
+* attention (B 4, 2048 / d heads, BF16): the course's FlashAttention-2 kernel (the step before), the Hopper
+  kernel with and without each change, and PyTorch's ``scaled_dot_product_attention`` with its flash
+  (FlashAttention-2) and cuDNN backends;
+* the FP8 GEMM at 8192³: each block width, with and without promoting one K interval while the next runs,
+  the course's BF16 ``wgmma`` GEMM, and ``torch._scaled_mm`` (cuBLASLt FP8, one scale per tensor, and per row).
+
+Every ratio here is computed from the two times of one run (the kernels timed in interleaved rounds, so that the
+GPU's clock changes hit all of them alike); none is typed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlsys_lab.validation import check_choice, check_type
+
+RECORD = "hopper_kernels_h100"
+ATTENTION_KERNELS = ("fa2_course", "hopper_default", "sdpa_flash", "sdpa_cudnn")
+ATTENTION_LABELS = {"fa2_course": "FA-2 (ours)", "hopper_default": "Hopper (ours)", "sdpa_flash": "SDPA flash",
+                    "sdpa_cudnn": "SDPA cuDNN"}  # ours: mma.sync, then wgmma + TMA; SDPA flash is FlashAttention-2
+TARGET_OF_CUDNN = 0.9  # the forward's target: 90% of cuDNN at sequence 4096 and 16384, d = 128
+TARGET_OF_SCALED_MM = 0.7  # the FP8 GEMM's: 70% of torch._scaled_mm at 8192³
+
+
+@dataclass(frozen=True)
+class AttentionRow:
+    """One shape of the attention benchmark: TFLOP/s of each kernel and the course kernel's share of cuDNN's."""
+
+    head_dim: int
+    causal: bool
+    seq: int
+    tflops: dict
+    of_cudnn: float
+
+    @property
+    def label(self) -> str:
+        return f"d {self.head_dim:3d} {'causal' if self.causal else 'full  '} {self.seq:5d}"
+
+
+def _rate(entry) -> float | None:
+    return entry["flop_per_s"] / 1e12 if isinstance(entry, dict) and "flop_per_s" in entry else None
+
+
+def attention_vs_cudnn(record: dict) -> list[AttentionRow]:
+    """Every timed shape, d 128 first: TFLOP/s per kernel (None where it was not timed) and the Hopper kernel's
+    fraction of cuDNN's, recomputed from the two median times."""
+    check_type("record", record, dict)
+    rows = []
+    for key, row in record["attention"].items():
+        dims, mask, seq = key.split("_")
+        rates = {name: _rate(row.get(name)) for name in ATTENTION_KERNELS}
+        rows.append(AttentionRow(int(dims[1:]), mask == "causal", int(seq), rates,
+                                 row["sdpa_cudnn"]["median_s"] / row["hopper_default"]["median_s"]))
+    return sorted(rows, key=lambda r: (-r.head_dim, r.causal, r.seq))
+
+
+def attention_steps(record: dict, key: str = "d128_full_4096") -> dict[str, float]:
+    """TFLOP/s of each Hopper variant timed at one shape ("hopper_<variant>"), and of the FA-2 kernel before it."""
+    row = check_type("record", record, dict)["attention"][check_choice("key", key, tuple(record["attention"]))]
+    return {name.removeprefix("hopper_"): _rate(entry) for name, entry in row.items()
+            if name.startswith("hopper_") or name == "fa2_course"}
+
+
+def fp8_rows(record: dict) -> list[tuple[str, float, float]]:
+    """(kernel, TFLOP/s, fraction of ``torch._scaled_mm`` per tensor) at the recorded size, the anchors last."""
+    row = check_type("record", record, dict)["fp8_8192"]
+    anchor = row["scaled_mm"]["per_tensor"]["median_s"]
+    out = [(name, _rate(entry), anchor / entry["median_s"]) for name, entry in row.items()
+           if isinstance(entry, dict) and "median_s" in entry]
+    for name, entry in row["scaled_mm"].items():
+        if "median_s" in entry:
+            out.append((f"torch._scaled_mm {name}", _rate(entry), anchor / entry["median_s"]))
+    return out
+
+
+def fp8_bound_use(record: dict) -> float:
+    """The largest |C − Ĉ| / bound over every checked case of every FP8 variant (≤ 1: within the bound)."""
+    check_type("record", record, dict)
+    return max(case["max_error_over_bound"] for key, check in record.items() if key.startswith("fp8_check_")
+               for case in check["cases"])
+
+
+def plot_attention(record: dict, head_dim: int = 128, ax=None):
+    """Grouped bars: TFLOP/s of each kernel at every timed (mask, sequence) for one head dimension."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (plots only)
+
+    rows = [r for r in attention_vs_cudnn(record) if r.head_dim == check_choice("head_dim", head_dim, (64, 128))]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 3.6))
+    width = 0.8 / len(ATTENTION_KERNELS)
+    for i, name in enumerate(ATTENTION_KERNELS):
+        ax.bar([x + i * width for x in range(len(rows))], [r.tflops[name] or 0 for r in rows], width,
+               label=ATTENTION_LABELS[name])
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))],
+                  [f"{'causal' if r.causal else 'full'} {r.seq}" for r in rows])
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"attention forward, d = {head_dim}, BF16, {record['device']} ({record['date']})")
+    ax.legend(fontsize=8, ncol=2)
+    return ax

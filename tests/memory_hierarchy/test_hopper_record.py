@@ -1,0 +1,55 @@
+"""Do lesson 04's Hopper tables recompute every ratio from the recorded times (a synthetic record, by hand)?"""
+
+from __future__ import annotations
+
+import pytest
+
+from mlsys_lab import records
+from mlsys_lab.memory_hierarchy import hopper
+
+
+def timing(seconds: float, flop: float) -> dict:
+    return {"median_s": seconds, "flop_per_s": flop / seconds}
+
+
+def synthetic() -> dict:
+    flop = 1e12
+    row = {"batch": 4, "heads": 16, "hopper_default": timing(2.0, flop), "hopper_no_pingpong": timing(2.5, flop),
+           "fa2_course": timing(4.0, flop), "sdpa_flash": timing(3.0, flop), "sdpa_cudnn": timing(1.6, flop)}
+    return {"device": "NVIDIA H200", "date": "2026-12-02",
+            "attention": {"d128_full_4096": row, "d64_causal_16384": {**row, "sdpa_cudnn": timing(1.0, flop)}},
+            "fp8_8192": {"size": 8192, "bn256": timing(1.0, 2e15), "course_default": timing(1.0, 2e15),
+                         "scaled_mm": {"per_tensor": timing(0.5, 2e15), "rowwise": {"error": "refused"}}},
+            "fp8_check_bn256": {"cases": [{"max_error_over_bound": 0.25}, {"max_error_over_bound": 0.5}]},
+            "fp8_check_bn128": {"cases": [{"max_error_over_bound": 0.125}]}}
+
+
+def test_attention_rows_put_d128_first_and_divide_the_two_times():
+    rows = hopper.attention_vs_cudnn(synthetic())
+    assert [(r.head_dim, r.causal, r.seq) for r in rows] == [(128, False, 4096), (64, True, 16384)]
+    assert rows[0].of_cudnn == pytest.approx(1.6 / 2.0)  # cuDNN's time over the course kernel's
+    assert rows[1].of_cudnn == pytest.approx(0.5)
+    assert rows[0].tflops["fa2_course"] == pytest.approx(0.25)
+    assert rows[0].label == "d 128 full    4096"
+
+
+def test_attention_steps_name_each_variant_once():
+    steps = hopper.attention_steps(synthetic())
+    assert steps == pytest.approx({"default": 0.5, "no_pingpong": 0.4, "fa2_course": 0.25})
+    with pytest.raises(ValueError, match="key"):
+        hopper.attention_steps(synthetic(), "d96_full_4096")
+
+
+def test_fp8_rows_are_fractions_of_scaled_mm_and_skip_what_failed():
+    rows = hopper.fp8_rows(synthetic())
+    assert rows == [("bn256", pytest.approx(2000.0), 0.5), ("course_default", pytest.approx(2000.0), 0.5),
+                    ("torch._scaled_mm per_tensor", pytest.approx(4000.0), 1.0)]
+    assert hopper.fp8_bound_use(synthetic()) == 0.5
+
+
+def test_the_recorded_run_reads_and_holds_what_the_lesson_quotes():
+    run = records.load(hopper.RECORD)
+    rows = hopper.attention_vs_cudnn(run)
+    assert {(r.head_dim, r.causal, r.seq) for r in rows} >= {(128, c, s) for c in (False, True) for s in (4096, 16384)}
+    assert all(0.5 < r.of_cudnn < 1.2 for r in rows)
+    assert hopper.fp8_bound_use(run) <= 1.0
