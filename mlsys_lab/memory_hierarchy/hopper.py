@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlsys_lab.validation import check_choice, check_type
+from mlsys_lab.validation import check_bool, check_choice, check_int, check_number, check_type
 
 RECORD = "hopper_kernels_h100"
 ATTENTION_KERNELS = ("fa2_course", "hopper_default", "sdpa_flash", "sdpa_cudnn")
@@ -37,6 +37,13 @@ class AttentionRow:
     seq: int
     tflops: dict
     of_cudnn: float
+
+    def __post_init__(self) -> None:
+        check_choice("head_dim", self.head_dim, (64, 128))
+        check_bool("causal", self.causal)
+        check_int("seq", self.seq, low=1)
+        check_type("tflops", self.tflops, dict)
+        check_number("of_cudnn", self.of_cudnn, low=0.0, low_inclusive=False, high=100.0)
 
     @property
     def label(self) -> str:
@@ -93,6 +100,8 @@ def plot_attention(record: dict, head_dim: int = 128, ax=None):
     rows = [r for r in attention_vs_cudnn(record) if r.head_dim == check_choice("head_dim", head_dim, (64, 128))]
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 3.6))
+    elif not hasattr(ax, "bar"):
+        raise TypeError(f"ax must be a matplotlib Axes or None; got {type(ax).__name__}")
     width = 0.8 / len(ATTENTION_KERNELS)
     for i, name in enumerate(ATTENTION_KERNELS):
         ax.bar([x + i * width for x in range(len(rows))], [r.tflops[name] or 0 for r in rows], width,

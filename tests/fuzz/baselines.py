@@ -445,11 +445,23 @@ def _attention_backward_fp8_table() -> dict[str, typing.Callable[[], dict]]:
         tm + "fp8_gemm.fp8_gemm_error_bound": lambda: dict(a=qa(), b=qb()),
         tm + "fp8_gemm.fp8_gemm_error_coefficient": lambda: dict(k=256),
         "mlsys_lab.kernels.memory_hierarchy.fp8_block_gemm.fp8_gemm_stages": lambda: dict(block_n=256),
+        **{f"mlsys_lab.memory_hierarchy.hopper.{name}": _hopper_record for name in (
+            "attention_steps", "attention_vs_cudnn", "fp8_bound_use", "fp8_rows", "plot_attention")},
+        "mlsys_lab.memory_hierarchy.hopper.AttentionRow": lambda: dict(head_dim=128, causal=False, seq=4096,
+                                                                      tflops={"sdpa_cudnn": 600.0}, of_cudnn=0.9),
         "mlsys_lab.kernels.memory_hierarchy.fp8_block_gemm.fp8_gemm_smem_bytes": lambda: dict(block_n=128),
         "mlsys_lab.kernels.memory_hierarchy.flash_attention_hopper.hopper_attention_stages": lambda: dict(head_dim=64),
         "mlsys_lab.kernels.memory_hierarchy.flash_attention_hopper.hopper_attention_smem_bytes": lambda: dict(
             head_dim=128, stages=3),
     }
+
+
+def _hopper_record() -> dict:
+    """Lesson 04's recorded Hopper run (mlsys_lab/data)."""
+    from mlsys_lab import records
+    from mlsys_lab.memory_hierarchy import hopper
+
+    return dict(record=records.load(hopper.RECORD))
 
 
 def _tiny_transformer_shape():
