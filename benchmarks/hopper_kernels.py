@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.tensor_cores import random_bf16, torch_or_none  # the same inputs and anchor as the BF16 ladder
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
 from mlsys_lab.kernels.launch import PackedLaunch
@@ -39,11 +40,6 @@ from mlsys_lab.training_memory.fp8_gemm import fp8_gemm_error_bound
 from mlsys_lab.validation import max_relative_error, relative_error
 
 RNG = np.random.default_rng()
-
-
-def timed(fn, warmup: int = 5, repeat: int = 30, flush: bool = False) -> dict:
-    t = benchmark(fn, warmup=warmup, repeat=repeat, flush_bytes=L2_FLUSH_BYTES if flush else 0)
-    return {"median_s": t.median, "min_s": t.min, "max_s": t.max, "runs": len(t.samples), "l2_flushed": flush}
 
 
 def interleaved(fns: dict, flop: float, rounds: int = 8, repeat: int = 5, flush: bool = False) -> dict:
@@ -70,19 +66,6 @@ def guarded(name: str, fn, results: dict) -> None:
         traceback.print_exc()
         results[name] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
     print(f"[{name}] {time.perf_counter() - start:.1f} s", json.dumps(results[name], default=str)[:3000], flush=True)
-
-
-def torch_or_none():
-    try:
-        import torch  # noqa: PLC0415  (benchmark comparison only)
-
-        return torch if torch.cuda.is_available() else None
-    except ImportError:
-        return None
-
-
-def random_bf16(*shape: int):
-    return backend.xp.asarray(bf16_gemm.to_bf16_bits(RNG.standard_normal(shape, dtype=np.float32)))
 
 
 # ------------------------------------------------------------------------------------------ FP8 GEMM

@@ -32,11 +32,6 @@
 // Element offset of 16-byte chunk `chunk` of row `row` in a swizzled tile with HEAD_DIM-long rows.
 __device__ __forceinline__ int fa_offset(int row, int chunk) { return row * HEAD_DIM + ((chunk ^ (row & 7)) << 3); }
 
-__device__ __forceinline__ float ex2(float x) {  // 2^x in one SFU instruction (-inf -> 0)
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // Copy `rows` rows of HEAD_DIM bf16 from global (row stride HEAD_DIM) into a swizzled shared tile.
 template <int ROWS>

@@ -49,11 +49,6 @@
 #include "hopper_ptx.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ float ex2(float x) {  // 2^x in one SFU instruction (-inf -> 0)
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 #if HEAD_DIM == 128
 #define PV_WGMMA wgmma_m64n128k16_bf16_rs_tb
 #else

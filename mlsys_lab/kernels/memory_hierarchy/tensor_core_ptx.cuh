@@ -56,3 +56,9 @@ __device__ __forceinline__ void grouped_tile(int bid, int tiles_m, int tiles_n, 
     tm = first_m + (bid % per_group) % size;
     tn = (bid % per_group) / size;
 }
+
+__device__ __forceinline__ float ex2(float x) {  // 2^x in one SFU instruction (-inf -> 0)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
