@@ -56,7 +56,8 @@ GPU_PY   := $(BIN)/python
 GPU_DEPS := $(VENV)/.course-test
 endif
 test-gpu: $(GPU_DEPS)
-	MLSYS_LAB_BACKEND=cupy $(GPU_PY) -m pytest --nbval-lax --nbval-current-env -q -rs $(GPU_TESTS)
+	MLSYS_LAB_BACKEND=cupy $(GPU_PY) -m pytest --nbval-lax --nbval-current-env \
+		--nbval-sanitize-with tests/gpu_lane_sanitize.cfg -q -rs $(GPU_TESTS)
 
 # Re-run notebooks (all, or NB=notebooks/03_roofline.ipynb), store their outputs, and remake the handouts.
 execute: $(VENV)/.course

@@ -1,4 +1,5 @@
-"""Measure the Hopper kernels on an H100/H200: the FP8 block-scaled GEMM and the attention forward on wgmma.
+"""Measure the Hopper kernels on an H100/H200: the FP8 block-scaled GEMM, the attention forward on wgmma and its
+backward (benchmarks/attention_backward.py), all in one run.
 
     PYTHONPATH=$PWD python3 benchmarks/hopper_kernels.py --out DIR [--quick]
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.attention_backward import backward_checks, backward_resources, backward_timings
 from benchmarks.tensor_cores import random_bf16, torch_or_none  # the same inputs and anchor as the BF16 ladder
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
@@ -283,6 +285,12 @@ def main() -> None:
         seqs = (4096,) if args.quick else (4096, 16384)
         guarded("attention", functools.partial(attention_timings, seqs, variants,
                                                (128,) if args.quick else (128, 64)), results)
+    guarded("backward_resources", backward_resources, results)
+    guarded("backward_checks", backward_checks, results)
+    if all(isinstance(check, dict) and check.get("passed") for check in results["backward_checks"].values()):
+        seqs = (4096,) if args.quick else (4096, 16384)
+        guarded("attention_backward", functools.partial(backward_timings, seqs, interleaved,
+                                                        (128,) if args.quick else (128, 64)), results)
     args.out.mkdir(parents=True, exist_ok=True)
     machine = "h200" if "H200" in results["device"] else "h100"
     (args.out / f"hopper_kernels_{machine}.json").write_text(json.dumps(results, indent=1, default=str))

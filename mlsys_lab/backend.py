@@ -216,7 +216,9 @@ ARCH_SPECIFIC: dict[str, tuple[tuple[int, int], str]] = {
 # The kernels built for an architecture-specific target: (file, which kernel of it, target).
 ARCH_SPECIFIC_KERNELS = (("memory_hierarchy/bf16_gemm.cu", "step 'wgmma' (bf16_wgmma)", "sm_90a"),
                          ("memory_hierarchy/fp8_block_gemm.cu", "the FP8 block-scaled GEMM", "sm_90a"),
-                         ("memory_hierarchy/flash_attention_hopper.cu", "the Hopper attention forward", "sm_90a"))
+                         ("memory_hierarchy/flash_attention_hopper.cu", "the Hopper attention forward", "sm_90a"),
+                         ("memory_hierarchy/flash_attention_hopper_backward.cu", "the Hopper attention backward",
+                          "sm_90a"))
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 
 

@@ -82,7 +82,8 @@ def test_banner_says_which_gpu_and_which_lessons_kernels_run(monkeypatch):
     blocked = {line.split()[0] for line in lines[3:]}
     assert blocked == {"memory_hierarchy/bf16_gemm.cu", "memory_hierarchy/flash_attention.cu", "moe/grouped_gemm.cu",
                        "roofline/littles_law.cu", "memory_hierarchy/fp8_block_gemm.cu,",
-                       "memory_hierarchy/flash_attention_hopper.cu,"}  # the sm_90a-only files: "file, what, why"
+                       "memory_hierarchy/flash_attention_hopper.cu,",
+                       "memory_hierarchy/flash_attention_hopper_backward.cu,"}  # the sm_90a-only files: "file, what, why"
     simulate_gpu(monkeypatch, "NVIDIA L4", (8, 9))
     lines = backend.what_gpu_lessons_do().splitlines()
     assert lines[1].endswith("loops, moe, operators, roofline, training_memory.")
@@ -90,7 +91,8 @@ def test_banner_says_which_gpu_and_which_lessons_kernels_run(monkeypatch):
            "capability 9.0 only)")
     assert lines[3:] == [f"  memory_hierarchy/bf16_gemm.cu, step 'wgmma' (bf16_wgmma), {why}",
                          f"  memory_hierarchy/fp8_block_gemm.cu, the FP8 block-scaled GEMM, {why}",
-                         f"  memory_hierarchy/flash_attention_hopper.cu, the Hopper attention forward, {why}"]
+                         f"  memory_hierarchy/flash_attention_hopper.cu, the Hopper attention forward, {why}",
+                         f"  memory_hierarchy/flash_attention_hopper_backward.cu, the Hopper attention backward, {why}"]
     simulate_gpu(monkeypatch, "NVIDIA H200", (9, 0))
     lines = backend.what_gpu_lessons_do().splitlines()
     assert len(lines) == 2 and "memory_hierarchy" in lines[1]

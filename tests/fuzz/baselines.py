@@ -453,6 +453,10 @@ def _attention_backward_fp8_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.kernels.memory_hierarchy.flash_attention_hopper.hopper_attention_stages": lambda: dict(head_dim=64),
         "mlsys_lab.kernels.memory_hierarchy.flash_attention_hopper.hopper_attention_smem_bytes": lambda: dict(
             head_dim=128, stages=3),
+        "mlsys_lab.kernels.memory_hierarchy.flash_attention_hopper_backward.backward_stages": lambda: dict(
+            head_dim=128),
+        "mlsys_lab.kernels.memory_hierarchy.flash_attention_hopper_backward.backward_smem_bytes": lambda: dict(
+            kernel="attention_backward_dq", head_dim=64, stages=3),
     }
 
 

@@ -131,7 +131,8 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
             "operators.bias_gelu.bias_gelu", "training_memory.softmax_xent.softmax_xent_on_gpu",
             "roofline.reduce.sum_atomic", "moe.permute.moe_permute",
             "moe.permute.moe_unpermute", "memory_hierarchy.flash_attention_hopper.flash_attention_hopper",
-            "memory_hierarchy.fp8_block_gemm.fp8_block_gemm_on_gpu")},
+            "memory_hierarchy.fp8_block_gemm.fp8_block_gemm_on_gpu",
+            "memory_hierarchy.flash_attention_hopper_backward.flash_attention_hopper_backward")},
         _KERNELS + "learner.compile_learner_kernel": "compiles a learner's CUDA source with NVRTC (GPUUnavailable on "
                                                      "a CPU)",
         **{_KERNELS + name: "compiles a CUDA kernel through the loader (GPUUnavailable on a CPU)" for name in (
@@ -140,7 +141,9 @@ EXCLUDED_BY_CATEGORY: dict[str, dict[str, str]] = {
             "memory_hierarchy.local_memory.register_pressure_kernel",
             "memory_hierarchy.flash_attention_hopper.hopper_attention_resources",
             "memory_hierarchy.flash_attention_hopper.compiled_hopper_attention",
-            "memory_hierarchy.fp8_block_gemm.fp8_gemm_resources", "memory_hierarchy.fp8_block_gemm.compiled_fp8_gemm")},
+            "memory_hierarchy.fp8_block_gemm.fp8_gemm_resources", "memory_hierarchy.fp8_block_gemm.compiled_fp8_gemm",
+            "memory_hierarchy.flash_attention_hopper_backward.backward_resources",
+            "memory_hierarchy.flash_attention_hopper_backward.compiled_backward")},
         **{_KERNELS + name: "reads the attributes of a compiled cupy.RawKernel (only a GPU makes one)" for name in (
             "memory_hierarchy.bf16_gemm.blocks_per_sm", "memory_hierarchy.bf16_gemm.occupancy_record")},
     },
