@@ -1,12 +1,13 @@
-"""Hopper's attention forward and FP8 block-scaled GEMM, as recorded on an H100, in the tables lesson 04 shows.
+"""Hopper's attention forward and backward and the FP8 block-scaled GEMM, as recorded, in the tables lesson 04 shows.
 
 ``data/hopper_kernels_h100.json`` is written by ``benchmarks/hopper_kernels.py``, which checks every kernel of
-``kernels/memory_hierarchy/flash_attention_hopper.cu`` and ``fp8_block_gemm.cu`` against its reference and times
-it with CUDA events beside its anchor, measured in the same process:
+``kernels/memory_hierarchy/flash_attention_hopper.cu``, ``flash_attention_hopper_backward.cu`` and
+``fp8_block_gemm.cu`` against its reference and times it with CUDA events beside its anchor, in the same process:
 
 * attention (B 4, 2048 / d heads, BF16): the course's FlashAttention-2 kernel (the step before), the Hopper
   kernel with and without each change, and PyTorch's ``scaled_dot_product_attention`` with its flash
   (FlashAttention-2) and cuDNN backends;
+* the attention backward (dQ, dK, dV) at the same shapes beside SDPA's flash and cuDNN backwards;
 * the FP8 GEMM at 8192³: each block width, with and without promoting one K interval while the next runs,
   the course's BF16 ``wgmma`` GEMM, and ``torch._scaled_mm`` (cuBLASLt FP8, one scale per tensor, and per row).
 
@@ -22,9 +23,14 @@ from mlsys_lab.validation import check_bool, check_choice, check_int, check_numb
 
 RECORD = "hopper_kernels_h100"
 ATTENTION_KERNELS = ("fa2_course", "hopper_default", "sdpa_flash", "sdpa_cudnn")
+BACKWARD_KERNELS = ("hopper_backward", "sdpa_flash", "sdpa_cudnn")
 ATTENTION_LABELS = {"fa2_course": "FA-2 (ours)", "hopper_default": "Hopper (ours)", "sdpa_flash": "SDPA flash",
-                    "sdpa_cudnn": "SDPA cuDNN"}  # ours: mma.sync, then wgmma + TMA; SDPA flash is FlashAttention-2
+                    "sdpa_cudnn": "SDPA cuDNN",  # ours: mma.sync, then wgmma + TMA; SDPA flash is FlashAttention-2
+                    "hopper_backward": "Hopper (ours)"}
+DIRECTIONS = {"forward": ("attention", ATTENTION_KERNELS, "hopper_default"),  # record part, kernels, the course's
+              "backward": ("attention_backward", BACKWARD_KERNELS, "hopper_backward")}
 TARGET_OF_CUDNN = 0.9  # the forward's target: 90% of cuDNN at sequence 4096 and 16384, d = 128
+TARGET_BACKWARD_OF_CUDNN = 0.6  # the backward's: 60% of cuDNN's backward at sequence 4096, d = 128
 TARGET_OF_SCALED_MM = 0.7  # the FP8 GEMM's: 70% of torch._scaled_mm at 8192³
 
 
@@ -54,16 +60,18 @@ def _rate(entry) -> float | None:
     return entry["flop_per_s"] / 1e12 if isinstance(entry, dict) and "flop_per_s" in entry else None
 
 
-def attention_vs_cudnn(record: dict) -> list[AttentionRow]:
-    """Every timed shape, d 128 first: TFLOP/s per kernel (None where it was not timed) and the Hopper kernel's
-    fraction of cuDNN's, recomputed from the two median times."""
+def attention_vs_cudnn(record: dict, direction: str = "forward") -> list[AttentionRow]:
+    """Every timed shape of the forward or the backward, d 128 first: TFLOP/s per kernel (None where it was not
+    timed) and the course's Hopper kernel's fraction of cuDNN's, recomputed from the two median times. Backward
+    FLOPs are counted as the FlashAttention papers count them: 2.5x the forward's."""
     check_type("record", record, dict)
+    part, kernels, ours = DIRECTIONS[check_choice("direction", direction, tuple(DIRECTIONS))]
     rows = []
-    for key, row in record["attention"].items():
+    for key, row in record[part].items():
         dims, mask, seq = key.split("_")
-        rates = {name: _rate(row.get(name)) for name in ATTENTION_KERNELS}
+        rates = {name: _rate(row.get(name)) for name in kernels}
         rows.append(AttentionRow(int(dims[1:]), mask == "causal", int(seq), rates,
-                                 row["sdpa_cudnn"]["median_s"] / row["hopper_default"]["median_s"]))
+                                 row["sdpa_cudnn"]["median_s"] / row[ours]["median_s"]))
     return sorted(rows, key=lambda r: (-r.head_dim, r.causal, r.seq))
 
 
@@ -93,22 +101,24 @@ def fp8_bound_use(record: dict) -> float:
                for case in check["cases"])
 
 
-def plot_attention(record: dict, head_dim: int = 128, ax=None):
+def plot_attention(record: dict, head_dim: int = 128, ax=None, direction: str = "forward"):
     """Grouped bars: TFLOP/s of each kernel at every timed (mask, sequence) for one head dimension."""
     import matplotlib.pyplot as plt  # noqa: PLC0415  (plots only)
 
-    rows = [r for r in attention_vs_cudnn(record) if r.head_dim == check_choice("head_dim", head_dim, (64, 128))]
+    kernels = DIRECTIONS[check_choice("direction", direction, tuple(DIRECTIONS))][1]
+    rows = [r for r in attention_vs_cudnn(record, direction)
+            if r.head_dim == check_choice("head_dim", head_dim, (64, 128))]
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 3.6))
     elif not hasattr(ax, "bar"):
         raise TypeError(f"ax must be a matplotlib Axes or None; got {type(ax).__name__}")
-    width = 0.8 / len(ATTENTION_KERNELS)
-    for i, name in enumerate(ATTENTION_KERNELS):
+    width = 0.8 / len(kernels)
+    for i, name in enumerate(kernels):
         ax.bar([x + i * width for x in range(len(rows))], [r.tflops[name] or 0 for r in rows], width,
                label=ATTENTION_LABELS[name])
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))],
                   [f"{'causal' if r.causal else 'full'} {r.seq}" for r in rows])
     ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"attention forward, d = {head_dim}, BF16, {record['device']} ({record['date']})")
+    ax.set_title(f"attention {direction}, d = {head_dim}, BF16, {record['device']} ({record['date']})")
     ax.legend(fontsize=8, ncol=2)
     return ax

@@ -18,6 +18,9 @@ def synthetic() -> dict:
            "fa2_course": timing(4.0, flop), "sdpa_flash": timing(3.0, flop), "sdpa_cudnn": timing(1.6, flop)}
     return {"device": "NVIDIA H200", "date": "2026-12-02",
             "attention": {"d128_full_4096": row, "d64_causal_16384": {**row, "sdpa_cudnn": timing(1.0, flop)}},
+            "attention_backward": {"d128_causal_4096": {"hopper_backward": timing(4.0, 2.5 * flop),
+                                                        "sdpa_flash": timing(8.0, 2.5 * flop),
+                                                        "sdpa_cudnn": timing(3.0, 2.5 * flop)}},
             "fp8_8192": {"size": 8192, "bn256": timing(1.0, 2e15), "course_default": timing(1.0, 2e15),
                          "scaled_mm": {"per_tensor": timing(0.5, 2e15), "rowwise": {"error": "refused"}}},
             "fp8_check_bn256": {"cases": [{"max_error_over_bound": 0.25}, {"max_error_over_bound": 0.5}]},
@@ -31,6 +34,15 @@ def test_attention_rows_put_d128_first_and_divide_the_two_times():
     assert rows[1].of_cudnn == pytest.approx(0.5)
     assert rows[0].tflops["fa2_course"] == pytest.approx(0.25)
     assert rows[0].label == "d 128 full    4096"
+
+
+def test_backward_rows_divide_cudnns_backward_time_by_ours():
+    (row,) = hopper.attention_vs_cudnn(synthetic(), "backward")
+    assert (row.head_dim, row.causal, row.seq) == (128, True, 4096)
+    assert row.of_cudnn == pytest.approx(3.0 / 4.0)
+    assert row.tflops == pytest.approx({"hopper_backward": 0.625, "sdpa_flash": 0.3125, "sdpa_cudnn": 2.5 / 3})
+    with pytest.raises(ValueError, match="direction"):
+        hopper.attention_vs_cudnn(synthetic(), "sideways")
 
 
 def test_attention_steps_name_each_variant_once():
@@ -52,4 +64,7 @@ def test_the_recorded_run_reads_and_holds_what_the_lesson_quotes():
     rows = hopper.attention_vs_cudnn(run)
     assert {(r.head_dim, r.causal, r.seq) for r in rows} >= {(128, c, s) for c in (False, True) for s in (4096, 16384)}
     assert all(0.5 < r.of_cudnn < 1.2 for r in rows)
+    backward = hopper.attention_vs_cudnn(run, "backward")
+    assert {(r.head_dim, r.causal, r.seq) for r in backward} >= {(128, c, 4096) for c in (False, True)}
+    assert all(check["passed"] for check in run["backward_checks"].values())
     assert hopper.fp8_bound_use(run) <= 1.0

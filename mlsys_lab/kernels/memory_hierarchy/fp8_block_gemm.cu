@@ -34,6 +34,15 @@
 #ifndef FP8_PINGPONG  // measured slower (the lesson's table): off
 #define FP8_PINGPONG 0
 #endif
+// FP8_MULTICAST: clusters of two blocks on neighbouring row tiles share their B tile. Each block's producer loads
+// its own A and half of B, and TMA multicast writes that half into both blocks' stages: every block still gets
+// A (16 KiB) and B (FP8_BN x 128) a stage, but reads only A and half of B from L2. A stage is free for the next
+// copy only when the consumers of *both* blocks have read it: each consumer warp arrives on its own block's empty
+// barrier and on its neighbour's (16 arrivals a stage).
+#ifndef FP8_MULTICAST
+#define FP8_MULTICAST 0
+#endif
+#define F_EMPTY_COUNT (FP8_MULTICAST ? 16 : 256)
 
 #include "hopper_ptx.cuh"
 
@@ -67,7 +76,16 @@ __device__ __forceinline__ Fp8Scales fp8_issue(const Fp8Operands& in, int kt, in
     return {sa_lo * sb, sa_hi * sb};  // one fp32 rounding of each scale product
 }
 __device__ __forceinline__ void fp8_release(const Fp8Operands& in, int kt) {  // interval kt's tiles are read
-    mbar_arrive(in.bars + 8 * (F_STAGES + kt % F_STAGES));
+    const unsigned empty = in.bars + 8 * (F_STAGES + kt % F_STAGES);
+#if FP8_MULTICAST
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) {  // one arrival a warp, here and in the neighbour whose B half is in this stage
+        mbar_arrive(empty);
+        mbar_arrive_cluster(empty, cluster_rank() ^ 1);
+    }
+#else
+    mbar_arrive(empty);
+#endif
 }
 // C += scale · T on the CUDA cores, one FMA per element (rows g: t[4j], t[4j+1]; rows g + 8: t[4j+2], t[4j+3]).
 // (Called with a constant `sub`, inlined and unrolled: every index is a constant and d stays in registers.)
@@ -83,6 +101,9 @@ __device__ __forceinline__ void fp8_promote(float (&d)[64 * F_SUBS], const float
 #endif
 
 extern "C" __global__ void __launch_bounds__(F_THREADS, 1)
+#if FP8_MULTICAST
+__cluster_dims__(2, 1, 1)
+#endif
 fp8_block_gemm(const void* __restrict__ tmap_a, const void* __restrict__ tmap_b, const float* __restrict__ scale_a,
                const float* __restrict__ scale_b, bf16_t* __restrict__ C, int M, int N, int K) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -96,11 +117,16 @@ fp8_block_gemm(const void* __restrict__ tmap_a, const void* __restrict__ tmap_b,
     if (threadIdx.x == 0) {
         for (int s = 0; s < F_STAGES; ++s) {
             mbar_init(bars + 8 * s, 1);
-            mbar_init(bars + 8 * (F_STAGES + s), 256);
+            mbar_init(bars + 8 * (F_STAGES + s), F_EMPTY_COUNT);
         }
         mbar_fence_init();
     }
+#if FP8_MULTICAST
+    cluster_sync();  // both blocks' barriers exist before either copies into or arrives on the other's
+    const unsigned half = cluster_rank();  // (the grouped order puts a cluster's two blocks on one tn)
+#else
     __syncthreads();
+#endif
     if (threadIdx.x >= 256) {  // producer warp group: gives registers back to the consumers
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x == 256) {
@@ -112,9 +138,18 @@ fp8_block_gemm(const void* __restrict__ tmap_a, const void* __restrict__ tmap_b,
                 const unsigned full = bars + 8 * s, dst = base + s * F_STAGE_BYTES;
                 mbar_expect_tx(full, F_STAGE_BYTES);
                 tma_load_2d(dst, tmap_a, kt * F_BK, tm * F_BM, full);
+#if FP8_MULTICAST
+                tma_load_2d_multicast(dst + F_A_BYTES + half * (FP8_BN / 2) * F_BK, tmap_b, kt * F_BK,
+                                      tn * FP8_BN + half * (FP8_BN / 2), full, 0x3);
+#else
                 tma_load_2d(dst + F_A_BYTES, tmap_b, kt * F_BK, tn * FP8_BN, full);
+#endif
             }
         }
+#if FP8_MULTICAST
+        __syncwarp();
+        cluster_sync();  // stay until the neighbour no longer arrives on this block's barriers
+#endif
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -174,5 +209,8 @@ fp8_block_gemm(const void* __restrict__ tmap_a, const void* __restrict__ tmap_b,
         *reinterpret_cast<unsigned*>(c0 + 8 * j) = pack_bf16(d[4 * j], d[4 * j + 1]);
         *reinterpret_cast<unsigned*>(c0 + (size_t)8 * N + 8 * j) = pack_bf16(d[4 * j + 2], d[4 * j + 3]);
     }
+#if FP8_MULTICAST
+    cluster_sync();
+#endif
 #endif
 }

@@ -53,6 +53,31 @@ __device__ __forceinline__ void bulk_load_1d(unsigned dst, const void* src, unsi
                  ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
 
+// Thread block clusters (sm_90): blocks of one cluster run on one GPC at once and reach each other's shared memory.
+// cluster_rank: this block's index in its cluster; cluster_sync: every thread of every block of the cluster.
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Arrive on the mbarrier at the same shared-memory offset in block `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+    asm volatile("{ .reg .b32 remote; mapa.shared::cluster.u32 remote, %0, %1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }\n" ::"r"(bar), "r"(rank)
+                 : "memory");
+}
+// TMA multicast: one copy of the box lands at `dst` in every block of `cta_mask` (bit r: rank r), and completes
+// its bytes on the mbarrier at offset `bar` in each of them.
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const void* tmap, int x, int y, unsigned bar,
+                                                      unsigned short cta_mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                 "[%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst), "l"(tmap), "r"(x), "r"(y), "r"(bar), "h"(cta_mask)
+                 : "memory");
+}
+
 // Matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address / 16 in bits 0-13, leading byte
 // offset / 16 in bits 16-29, stride byte offset / 16 in bits 32-45, swizzle mode in bits 62-63 (1: 128 bytes).
 // K-major tile (K contiguous in each 128-byte row): 8-row atoms 1024 bytes apart (stride offset); the leading
