@@ -19,7 +19,7 @@ import traceback
 
 import numpy as np
 
-from benchmarks.tensor_cores import random_bf16, torch_or_none
+from benchmarks.tensor_cores import random_bf16
 from mlsys_lab import backend
 from mlsys_lab.kernels.memory_hierarchy import bf16_gemm, flash_attention_hopper
 from mlsys_lab.kernels.memory_hierarchy import flash_attention_hopper_backward as hopper_backward
@@ -84,30 +84,13 @@ def backward_row(d: int, causal: bool, seq: int, batch: int, heads: int, torch, 
     return row
 
 
-def backward_timings(seqs, interleaved, head_dims=(128, 64)) -> dict:
-    torch = torch_or_none()
-    out = {}
-    for d in head_dims:
-        for causal in (False, True):
-            for seq in seqs:
-                key = f"d{d}_{'causal' if causal else 'full'}_{seq}"
-                try:
-                    out[key] = backward_row(d, causal, seq, 4, 2048 // d, torch, interleaved)
-                except Exception as exc:
-                    traceback.print_exc()
-                    out[key] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
-                print(key, {k: (v.get("flop_per_s", 0) / 1e12 if isinstance(v, dict) else v)
-                            for k, v in out[key].items()}, flush=True)
-    return out
-
-
 def backward_resources() -> dict:
     return {f"d{d}_{'causal' if causal else 'full'}": hopper_backward.backward_resources(d, causal)
             for d in flash_attention_hopper.HEAD_DIMS for causal in (False, True)}
 
 
 def main() -> None:
-    from benchmarks.hopper_kernels import interleaved  # noqa: PLC0415  (that script imports this module)
+    from benchmarks.hopper_kernels import interleaved, sweep  # noqa: PLC0415  (that script imports this module)
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="sequence 4096, head dimension 128 only")
@@ -115,7 +98,8 @@ def main() -> None:
     print(json.dumps(backward_resources()), flush=True)
     checks = backward_checks()
     if all(c["passed"] for c in checks.values()):
-        backward_timings((4096,) if args.quick else (4096, 16384), interleaved, (128,) if args.quick else (128, 64))
+        sweep(functools.partial(backward_row, interleaved=interleaved), (4096,) if args.quick else (4096, 16384),
+              (128,) if args.quick else (128, 64))
 
 
 if __name__ == "__main__":

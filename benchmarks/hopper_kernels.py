@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.attention_backward import backward_checks, backward_resources, backward_timings
+from benchmarks.attention_backward import backward_checks, backward_resources, backward_row
 from benchmarks.tensor_cores import random_bf16, torch_or_none  # the same inputs and anchor as the BF16 ladder
 from mlsys_lab import backend
 from mlsys_lab.kernels import loader
@@ -232,7 +232,9 @@ def attention_row(d: int, causal: bool, seq: int, batch: int, heads: int, torch,
     return row
 
 
-def attention_timings(seqs, variants: dict, head_dims=(128, 64)) -> dict:
+def sweep(row, seqs, head_dims=(128, 64)) -> dict:
+    """``row(d, causal, seq, batch, heads, torch)`` at every head dimension, mask and sequence length, B 4 and
+    2048 / d heads (the FlashAttention papers' shapes); an error in one shape is recorded and the rest still run."""
     torch = torch_or_none()
     out = {}
     for d in head_dims:
@@ -240,7 +242,7 @@ def attention_timings(seqs, variants: dict, head_dims=(128, 64)) -> dict:
             for seq in seqs:
                 key = f"d{d}_{'causal' if causal else 'full'}_{seq}"
                 try:
-                    out[key] = attention_row(d, causal, seq, 4, 2048 // d, torch, variants)
+                    out[key] = row(d, causal, seq, 4, 2048 // d, torch)
                 except Exception as exc:
                     traceback.print_exc()
                     out[key] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
@@ -298,11 +300,13 @@ def main() -> None:
     results["timed_variants"] = list(variants)
     seqs, head_dims = ((4096,), (128,)) if args.quick else ((4096, 16384), (128, 64))
     if variants:
-        step("attention", functools.partial(attention_timings, seqs, variants, head_dims))
+        step("attention", functools.partial(sweep, functools.partial(attention_row, variants=variants), seqs,
+                                            head_dims))
     step("backward_resources", backward_resources)
     step("backward_checks", backward_checks)
     if all(isinstance(check, dict) and check.get("passed") for check in results["backward_checks"].values()):
-        step("attention_backward", functools.partial(backward_timings, seqs, interleaved, head_dims))
+        step("attention_backward", functools.partial(sweep, functools.partial(backward_row, interleaved=interleaved),
+                                                     seqs, head_dims))
 
 if __name__ == "__main__":
     main()

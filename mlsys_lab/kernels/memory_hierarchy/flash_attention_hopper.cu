@@ -165,15 +165,7 @@ flash_attention_hopper(const void* __restrict__ tmap_q, const void* __restrict__
     const int q_tile = CAUSAL ? q_blocks - 1 - q_block : q_block;  // causal: longest rows first
     const int head_row = bh * seq;                               // first row of this (batch, head) in the 2-D view
     const int n_tiles = CAUSAL ? q_tile + 1 : seq / H_BC;
-    if (threadIdx.x == 0) {
-        mbar_init(q_full, 1);
-        for (int s = 0; s < H_STAGES; ++s) {
-            mbar_init(bars + 8 * (1 + s), 1);
-            mbar_init(bars + 8 * (1 + H_STAGES + s), 256);
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_ring_barriers(bars, H_STAGES, 256);  // kept tiles, full[s], empty[s]
     if (threadIdx.x >= 256) {  // producer warp group
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         if (threadIdx.x == 256) {

@@ -151,15 +151,7 @@ attention_backward_dkdv(const void* __restrict__ tmap_q, const void* __restrict_
     const int key_block = blockIdx.x, bh = blockIdx.y, head_row = bh * seq;
     const int first = CAUSAL ? key_block * (B_KEYS / B_QTILE) : 0;   // queries before the block's keys see none
     const int n_tiles = seq / B_QTILE - first;
-    if (threadIdx.x == 0) {
-        mbar_init(bars, 1);
-        for (int s = 0; s < B_STAGES; ++s) {
-            mbar_init(bars + 8 * (1 + s), 1);
-            mbar_init(bars + 8 * (1 + B_STAGES + s), 256);
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_ring_barriers(bars, B_STAGES, 256);  // kept tiles, full[s], empty[s]
     if (threadIdx.x >= 256) {  // producer warp group: K and V once, then (Q_i, dO_i, L2_i, D_i) through the ring
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         if (threadIdx.x == 256) {
@@ -241,15 +233,7 @@ attention_backward_dq(const void* __restrict__ tmap_q, const void* __restrict__ 
     const int q_blocks = gridDim.x, bh = blockIdx.y, head_row = bh * seq;
     const int q_block = CAUSAL ? q_blocks - 1 - blockIdx.x : blockIdx.x;  // causal: longest rows first
     const int n_tiles = CAUSAL ? (q_block + 1) * (B_QROWS / B_KTILE) : seq / B_KTILE;
-    if (threadIdx.x == 0) {
-        mbar_init(bars, 1);
-        for (int s = 0; s < B_STAGES; ++s) {
-            mbar_init(bars + 8 * (1 + s), 1);
-            mbar_init(bars + 8 * (1 + B_STAGES + s), 256);
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_ring_barriers(bars, B_STAGES, 256);  // kept tiles, full[s], empty[s]
     if (threadIdx.x >= 256) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         if (threadIdx.x == 256) {

@@ -53,6 +53,21 @@ __device__ __forceinline__ void bulk_load_1d(unsigned dst, const void* src, unsi
                  ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
 
+// The mbarriers of a producer/consumer ring, at `bars`: one for the tiles a block keeps (loaded once), then
+// full[s] (the producer's one arrival plus the bytes of stage s) and empty[s] (`consumers` arrivals: stage s read).
+// Called by every thread of the block: thread 0 initialises, all wait until it has.
+__device__ __forceinline__ void init_ring_barriers(unsigned bars, int stages, unsigned consumers) {
+    if (threadIdx.x == 0) {
+        mbar_init(bars, 1);
+        for (int s = 0; s < stages; ++s) {
+            mbar_init(bars + 8 * (1 + s), 1);
+            mbar_init(bars + 8 * (1 + stages + s), consumers);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+}
+
 // Thread block clusters (sm_90): blocks of one cluster run on one GPC at once and reach each other's shared memory.
 // cluster_rank: this block's index in its cluster; cluster_sync: every thread of every block of the cluster.
 __device__ __forceinline__ unsigned cluster_rank() {
