@@ -299,14 +299,17 @@ def main() -> None:
                 if all(checks.get(f"{name}_d128_{m}", {}).get("passed") for m in ("full", "causal"))}
     results["timed_variants"] = list(variants)
     seqs, head_dims = ((4096,), (128,)) if args.quick else ((4096, 16384), (128, 64))
-    if variants:
-        step("attention", functools.partial(sweep, functools.partial(attention_row, variants=variants), seqs,
-                                            head_dims))
     step("backward_resources", backward_resources)
     step("backward_checks", backward_checks)
-    if all(isinstance(check, dict) and check.get("passed") for check in results["backward_checks"].values()):
-        step("attention_backward", functools.partial(sweep, functools.partial(backward_row, interleaved=interleaved),
-                                                     seqs, head_dims))
+    backward_ok = all(isinstance(check, dict) and check.get("passed") for check in results["backward_checks"].values())
+    for d in head_dims:  # d = 128 first, forward and backward: the shapes the targets name, should time run out
+        if variants:
+            step("attention", lambda d=d: {**results.get("attention", {}), **sweep(
+                functools.partial(attention_row, variants=variants), seqs, (d,))})
+        if backward_ok:
+            step("attention_backward", lambda d=d: {**results.get("attention_backward", {}), **sweep(
+                functools.partial(backward_row, interleaved=interleaved), seqs, (d,))})
+
 
 if __name__ == "__main__":
     main()
