@@ -276,6 +276,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--quick", action="store_true", help="one sequence length, head dimension 128 only")
+    parser.add_argument("--head-dims", type=int, nargs="+", default=[128, 64], choices=[128, 64],
+                        help="head dimensions of the attention rows (the targets name 128)")
     parser.add_argument("--skip", nargs="*", default=[], choices=list(FP8_VARIANTS),
                         help="FP8 variants to leave out (one that failed or hung in a probe run)")
     args = parser.parse_args()
@@ -298,7 +300,7 @@ def main() -> None:
     variants = {name: defines for name, defines in ATTENTION_VARIANTS.items()
                 if all(checks.get(f"{name}_d128_{m}", {}).get("passed") for m in ("full", "causal"))}
     results["timed_variants"] = list(variants)
-    seqs, head_dims = ((4096,), (128,)) if args.quick else ((4096, 16384), (128, 64))
+    seqs, head_dims = ((4096,), (128,)) if args.quick else ((4096, 16384), tuple(args.head_dims))
     step("backward_resources", backward_resources)
     step("backward_checks", backward_checks)
     backward_ok = all(isinstance(check, dict) and check.get("passed") for check in results["backward_checks"].values())
