@@ -1,6 +1,6 @@
 """Check and time the Hopper attention backward beside cuDNN's and FlashAttention-2's (PyTorch SDPA backends).
 
-    PYTHONPATH=$PWD python3 benchmarks/attention_backward.py [--quick]
+    PYTHONPATH=$PWD python3 benchmarks/attention_backward.py [--out DIR] [--quick]
 
 Run alone it prints its checks and timings; ``benchmarks/hopper_kernels.py`` runs it too and stores the results
 beside the forward's and the FP8 GEMM's, so that the three ratios come from one run. The check: dQ, dK and dV of
@@ -16,6 +16,7 @@ import argparse
 import functools
 import json
 import traceback
+from pathlib import Path
 
 import numpy as np
 
@@ -90,17 +91,23 @@ def backward_resources() -> dict:
 
 
 def main() -> None:
-    from benchmarks.hopper_kernels import interleaved, sweep  # noqa: PLC0415  (that script imports this module)
+    from benchmarks.hopper_kernels import environment, interleaved, sweep  # noqa: PLC0415  (it imports this module)
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, help="write DIR/attention_backward_h200.json (or _h100.json)")
     parser.add_argument("--quick", action="store_true", help="sequence 4096, head dimension 128 only")
     args = parser.parse_args()
-    print(json.dumps(backward_resources()), flush=True)
-    checks = backward_checks()
-    if all(c["passed"] for c in checks.values()):
-        sweep(functools.partial(backward_row, interleaved=interleaved), (4096,) if args.quick else (4096, 16384),
-              (128,) if args.quick else (128, 64))
-
+    results = {"script": "benchmarks/attention_backward.py", **environment(),
+               "backward_resources": backward_resources(), "backward_checks": backward_checks()}
+    print(json.dumps(results["backward_resources"]), flush=True)
+    if all(c["passed"] for c in results["backward_checks"].values()):
+        results["attention_backward"] = sweep(functools.partial(backward_row, interleaved=interleaved),
+                                              (4096,) if args.quick else (4096, 16384),
+                                              (128,) if args.quick else (128, 64))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        machine = "h200" if "H200" in results["device"] else "h100"
+        (args.out / f"attention_backward_{machine}.json").write_text(json.dumps(results, indent=1, default=str))
 
 if __name__ == "__main__":
     main()

@@ -1,8 +1,10 @@
 """Hopper's attention forward and backward and the FP8 block-scaled GEMM, as recorded, in the tables lesson 04 shows.
 
-``data/hopper_kernels_h100.json`` is written by ``benchmarks/hopper_kernels.py``, which checks every kernel of
+``data/hopper_kernels_h100.json`` is written by ``benchmarks/hopper_kernels.py`` and
+``data/attention_backward_h200.json`` by ``benchmarks/attention_backward.py`` (which the first also runs, so that
+a run of it holds all three); they check every kernel of
 ``kernels/memory_hierarchy/flash_attention_hopper.cu``, ``flash_attention_hopper_backward.cu`` and
-``fp8_block_gemm.cu`` against its reference and times it with CUDA events beside its anchor, in the same process:
+``fp8_block_gemm.cu`` against its reference and time it with CUDA events beside its anchor, in the same process:
 
 * attention (B 4, 2048 / d heads, BF16): the course's FlashAttention-2 kernel (the step before), the Hopper
   kernel with and without each change, and PyTorch's ``scaled_dot_product_attention`` with its flash
@@ -21,7 +23,8 @@ from dataclasses import dataclass
 
 from mlsys_lab.validation import check_bool, check_choice, check_int, check_number, check_type
 
-RECORD = "hopper_kernels_h100"
+RECORD = "hopper_kernels_h100"  # the forward and FP8 kernels (benchmarks/hopper_kernels.py)
+BACKWARD_RECORD = "attention_backward_h200"  # the backward (benchmarks/attention_backward.py)
 ATTENTION_KERNELS = ("fa2_course", "hopper_default", "sdpa_flash", "sdpa_cudnn")
 BACKWARD_KERNELS = ("hopper_backward", "sdpa_flash", "sdpa_cudnn")
 ATTENTION_LABELS = {"fa2_course": "FA-2 (ours)", "hopper_default": "Hopper (ours)", "sdpa_flash": "SDPA flash",
