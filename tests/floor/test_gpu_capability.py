@@ -82,8 +82,8 @@ def test_banner_says_which_gpu_and_which_lessons_kernels_run(monkeypatch):
     blocked = {line.split()[0] for line in lines[3:]}
     assert blocked == {"memory_hierarchy/bf16_gemm.cu", "memory_hierarchy/flash_attention.cu", "moe/grouped_gemm.cu",
                        "roofline/littles_law.cu", "memory_hierarchy/fp8_block_gemm.cu,",
-                       "memory_hierarchy/flash_attention_hopper.cu,",
-                       "memory_hierarchy/flash_attention_hopper_backward.cu,"}  # the sm_90a-only files: "file, what, why"
+                       "memory_hierarchy/flash_attention_hopper.cu,",  # the sm_90a-only files: "file, what, why"
+                       "memory_hierarchy/flash_attention_hopper_backward.cu,"}
     simulate_gpu(monkeypatch, "NVIDIA L4", (8, 9))
     lines = backend.what_gpu_lessons_do().splitlines()
     assert lines[1].endswith("loops, moe, operators, roofline, training_memory.")
