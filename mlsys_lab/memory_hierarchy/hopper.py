@@ -104,6 +104,22 @@ def fp8_bound_use(record: dict) -> float:
                for case in check["cases"])
 
 
+def target_ratios(record: dict) -> list[tuple[str, float, float]]:
+    """(what, measured fraction of its anchor, the course's target) for each target the record can speak to: the
+    forward and the backward against cuDNN at d = 128 (every timed length and mask), the FP8 GEMM against
+    ``torch._scaled_mm`` per tensor at 8192³. A record of one run gives all of them from one process."""
+    check_type("record", record, dict)
+    out = []
+    for direction, target in (("forward", TARGET_OF_CUDNN), ("backward", TARGET_BACKWARD_OF_CUDNN)):
+        if DIRECTIONS[direction][0] in record:
+            out += [(f"{direction}, {'causal' if row.causal else 'full'} {row.seq}", row.of_cudnn, target)
+                    for row in attention_vs_cudnn(record, direction) if row.head_dim == 128]
+    if "fp8_8192" in record:
+        fraction = dict((name, f) for name, _, f in fp8_rows(record))["course_default"]
+        out.append(("FP8 GEMM 8192³", fraction, TARGET_OF_SCALED_MM))
+    return out
+
+
 def plot_attention(record: dict, head_dim: int = 128, ax=None, direction: str = "forward"):
     """Grouped bars: TFLOP/s of each kernel at every timed (mask, sequence) for one head dimension."""
     import matplotlib.pyplot as plt  # noqa: PLC0415  (plots only)

@@ -45,6 +45,14 @@ def test_backward_rows_divide_cudnns_backward_time_by_ours():
         hopper.attention_vs_cudnn(synthetic(), "sideways")
 
 
+def test_target_ratios_name_each_target_once_with_its_anchor():
+    ratios = hopper.target_ratios(synthetic())
+    assert ratios == [("forward, full 4096", pytest.approx(0.8), 0.9),
+                      ("backward, causal 4096", pytest.approx(0.75), 0.6), ("FP8 GEMM 8192³", 0.5, 0.7)]
+    assert [what for what, _, _ in hopper.target_ratios(records.load(hopper.BACKWARD_RECORD))] == [
+        "backward, full 4096", "backward, causal 4096"]
+
+
 def test_attention_steps_name_each_variant_once():
     steps = hopper.attention_steps(synthetic())
     assert steps == pytest.approx({"default": 0.5, "no_pingpong": 0.4, "fa2_course": 0.25})
