@@ -38,7 +38,8 @@
 // its own A and half of B, and TMA multicast writes that half into both blocks' stages: every block still gets
 // A (16 KiB) and B (FP8_BN x 128) a stage, but reads only A and half of B from L2. A stage is free for the next
 // copy only when the consumers of *both* blocks have read it: each consumer warp arrives on its own block's empty
-// barrier and on its neighbour's (16 arrivals a stage).
+// barrier and on its neighbour's (16 arrivals a stage). Compile-checked, not yet run on a GPU: the benchmark
+// probes it (benchmarks/hopper_kernels.py, variant bn256_multicast) before it may become the default.
 #ifndef FP8_MULTICAST
 #define FP8_MULTICAST 0
 #endif
