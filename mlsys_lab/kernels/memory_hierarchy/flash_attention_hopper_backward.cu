@@ -90,8 +90,9 @@ __device__ __forceinline__ void issue_acc(float (&acc)[HEAD_DIM / 2], const unsi
 }
 
 // From the 64 x 64 accumulators x (scores, scaled by c·log2 e) and dx (dP): P = 2^(x − l2) and dS = P ∘ (dx − dd),
-// each as the 4 A fragments of the next products. l2 and dd are per column (col_vals) or per row (row values), as
-// the kernel's layout has them; masked (key > query) entries are 0.
+// each as the 4 A fragments of the next products. l2 and dd are per column (PER_COLUMN: the arrays l2_col, dd_col,
+// indexed by column) or per row (this thread's two rows: l2_lo/hi, dd_lo/hi); masked (key > query) entries are 0.
+// The dQ kernel uses only dS; the compiler drops P's packing there.
 template <bool MASK, bool PER_COLUMN>
 __device__ __forceinline__ void softmax_grad(const float (&x)[32], const float (&dx)[32], unsigned (&p)[4][4],
                                              unsigned (&ds)[4][4], const float* l2_col, const float* dd_col,

@@ -80,9 +80,9 @@ def flash_attention_hopper_backward(q, k, v, o, lse, do, causal: bool = False, g
     dq, dk, dv = (xp.empty(shape, dtype=xp.uint16) for _ in range(3)) if grads is None else grads
     rows = batch * heads * seq
     row_sums, lse2 = xp.empty(rows, xp.float32), xp.empty(rows, xp.float32)
-    _plans(d, bool(causal), batch * heads, seq)[0](o, do, lse, row_sums, lse2)
+    prep, dkdv, dq_plan = _plans(d, bool(causal), batch * heads, seq)
+    prep(o, do, lse, row_sums, lse2)
     flat = [x.reshape(rows, d) for x in (q, k, v, do)]
-    dkdv, dq_plan = _plans(d, bool(causal), batch * heads, seq)[1:]
     # TMA boxes: each kernel's own tiles are 128 rows, the tiles it walks 64 (Q, K, V, dO in that order)
     dkdv(*(tensor_map(x, box) for x, box in zip(flat, (64, 128, 128, 64), strict=True)), lse2, row_sums, dk, dv)
     dq_plan(*(tensor_map(x, box) for x, box in zip(flat, (128, 64, 64, 128), strict=True)), lse2, row_sums, dq)
