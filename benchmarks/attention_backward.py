@@ -79,7 +79,7 @@ def backward_row(d: int, causal: bool, seq: int, batch: int, heads: int, torch, 
             with sdpa_kernel(which):
                 out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
             fns[label] = functools.partial(torch.autograd.grad, out, (tq, tk, tv), tdo, retain_graph=True)
-    row = {"batch": batch, "heads": heads, **interleaved(fns, flop, rounds=6, repeat=4, flush=True)}
+    row = {"batch": batch, "heads": heads, **interleaved(fns, flop, rounds=8, repeat=4, flush=True)}
     if "sdpa_cudnn" in row:
         row["fraction_of_cudnn"] = row["sdpa_cudnn"]["median_s"] / row["hopper_backward"]["median_s"]
     return row

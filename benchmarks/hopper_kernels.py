@@ -45,15 +45,19 @@ RNG = np.random.default_rng()
 
 
 def interleaved(fns: dict, flop: float, rounds: int = 8, repeat: int = 5, flush: bool = False) -> dict:
-    """Time several kernels in ``rounds`` interleaved rounds of ``repeat`` runs each, and report each one's median
-    over all its runs: a GPU that heats up and lowers its clocks during the benchmark then slows every kernel alike
-    (timed one after the other, identical kernels measured up to 15% apart on the H100)."""
+    """Time several kernels in ``rounds`` interleaved rounds of ``repeat`` runs each, in an order shuffled every
+    round, and report each one's median over all its runs: a GPU that heats up and lowers its clocks during the
+    benchmark then slows every kernel alike (timed one after the other, identical kernels measured up to 15% apart
+    on the H100; in a fixed order, 5% apart at sequence 16384 on the H200)."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for fn in fns.values():  # warm-up: compile, first launch
         benchmark(fn, warmup=2, repeat=1)
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            samples[name] += benchmark(fn, warmup=1, repeat=repeat,
+    order = list(fns)
+    shuffle = np.random.default_rng(0)
+    for _ in range(rounds):  # a new order each round: no kernel always follows the slowest (hottest) one
+        shuffle.shuffle(order)
+        for name in order:
+            samples[name] += benchmark(fns[name], warmup=1, repeat=repeat,
                                        flush_bytes=L2_FLUSH_BYTES if flush else 0).samples
     return {name: {"median_s": float(np.median(t)), "min_s": float(np.min(t)), "max_s": float(np.max(t)),
                    "runs": len(t), "rounds": rounds, "l2_flushed": flush, "flop_per_s": flop / float(np.median(t))}
@@ -74,25 +78,34 @@ def guarded(name: str, fn, results: dict, save=None) -> None:
 
 
 # ------------------------------------------------------------------------------------------ FP8 GEMM
-FP8_VARIANTS = {  # what each step adds: the block width; the warp groups' ping-pong; promoting while the next
-    "bn128": {"FP8_BN": 128, "FP8_PINGPONG": 0},  # interval runs (one warp group, two temporaries)
+# What each step adds: the block width; the warp groups' ping-pong; promoting while the next interval runs (one
+# warp group, two temporaries); a persistent grid; TMA multicast of B's tile to a cluster of two.
+FP8_VARIANTS = {
+    "bn128": {"FP8_BN": 128, "FP8_PIPELINE": 0, "FP8_PINGPONG": 0},
     "bn128_pipelined": {"FP8_BN": 128, "FP8_PIPELINE": 1, "FP8_PINGPONG": 0},
-    "bn128_pingpong": {"FP8_BN": 128, "FP8_PINGPONG": 1},
+    "bn128_pipelined_persistent": {"FP8_BN": 128, "FP8_PIPELINE": 1, "FP8_PINGPONG": 0, "persistent": True},
+    "bn128_pipelined_multicast": {"FP8_BN": 128, "FP8_PIPELINE": 1, "FP8_PINGPONG": 0, "FP8_MULTICAST": 1,
+                                  "persistent": True},
+    "bn128_pingpong": {"FP8_BN": 128, "FP8_PIPELINE": 0, "FP8_PINGPONG": 1},
     "bn256": {"FP8_BN": 256, "FP8_PINGPONG": 0},
+    "bn256_persistent": {"FP8_BN": 256, "FP8_PINGPONG": 0, "persistent": True},
     "bn256_pingpong": {"FP8_BN": 256, "FP8_PINGPONG": 1},
     "bn256_multicast": {"FP8_BN": 256, "FP8_PINGPONG": 0, "FP8_MULTICAST": 1},  # clusters of 2 share B's tile
 }
 
 
-def fp8_variant(defines: dict):
+def fp8_variant(variant: dict):
+    defines = {name: value for name, value in variant.items() if name != "persistent"}
     block_n = defines["FP8_BN"]
     fn = loader.kernel(fp8_block_gemm.SOURCE, "fp8_block_gemm", defines, arch="sm_90a")
     fn.max_dynamic_shared_size_bytes = fp8_block_gemm.fp8_gemm_smem_bytes(block_n)
+    sms = backend.xp.cuda.Device().attributes["MultiProcessorCount"]
 
     def run(a, sa, b, sb, out):
         m, k = a.shape
         n = b.shape[0]
-        PackedLaunch(fn, ((m // 128) * (n // block_n),), (384,), fp8_block_gemm.fp8_gemm_smem_bytes(block_n), 5,
+        grid = fp8_block_gemm.fp8_gemm_grid(m, n, block_n, variant.get("persistent", False), sms)
+        PackedLaunch(fn, (grid,), (384,), fp8_block_gemm.fp8_gemm_smem_bytes(block_n), 5,
                      (np.int32(m), np.int32(n), np.int32(k)))(
             tensor_map(a, 128), tensor_map(b, block_n // (2 if defines.get("FP8_MULTICAST") else 1)),
             backend.xp.ascontiguousarray(sa.T), sb, out)
@@ -104,7 +117,8 @@ def fp8_checks(name: str) -> dict:
     xp = backend.xp
     run, fn = fp8_variant(FP8_VARIANTS[name])
     cases = []
-    for m, n, k in ((256, 256, 512), (512, 512, 1024), (256, 768, 4096)):  # even row tiles: clusters of 2
+    # even row tiles (clusters of 2); the last has 288 tiles of 128 x 128 or 144 of 256: a persistent block runs 2-3
+    for m, n, k in ((256, 256, 512), (512, 512, 1024), (256, 768, 4096), (2048, 2304, 384)):
         a = RNG.standard_normal((m, k)).astype(np.float32)
         a[:, RNG.integers(0, k, size=3)] *= 50.0  # outlier channels, what the 1 x 128 scales are for
         b = (RNG.standard_normal((n, k)) * 0.05).astype(np.float32)
@@ -226,7 +240,7 @@ def attention_row(d: int, causal: bool, seq: int, batch: int, heads: int, torch,
                 with sdpa_kernel(which):
                     return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
             fns[label] = sdpa
-    row = {"batch": batch, "heads": heads, **interleaved(fns, flop, rounds=6, repeat=4, flush=True)}
+    row = {"batch": batch, "heads": heads, **interleaved(fns, flop, rounds=8, repeat=4, flush=True)}
     if "sdpa_cudnn" in row and "hopper_default" in row:
         row["fraction_of_cudnn"] = row["sdpa_cudnn"]["median_s"] / row["hopper_default"]["median_s"]
     return row

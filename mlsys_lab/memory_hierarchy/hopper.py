@@ -1,8 +1,7 @@
 """Hopper's attention forward and backward and the FP8 block-scaled GEMM, as recorded, in the tables lesson 04 shows.
 
-``data/hopper_kernels_h100.json`` is written by ``benchmarks/hopper_kernels.py`` and
-``data/attention_backward_h200.json`` by ``benchmarks/attention_backward.py`` (which the first also runs, so that
-a run of it holds all three); they check every kernel of
+``data/hopper_kernels_h200.json`` is written by ``benchmarks/hopper_kernels.py`` (which runs
+``benchmarks/attention_backward.py``'s rows too, so that one run holds all three kernels); it checks every kernel of
 ``kernels/memory_hierarchy/flash_attention_hopper.cu``, ``flash_attention_hopper_backward.cu`` and
 ``fp8_block_gemm.cu`` against its reference and time it with CUDA events beside its anchor, in the same process:
 
@@ -10,8 +9,9 @@ a run of it holds all three); they check every kernel of
   kernel with and without each change, and PyTorch's ``scaled_dot_product_attention`` with its flash
   (FlashAttention-2) and cuDNN backends;
 * the attention backward (dQ, dK, dV) at the same shapes beside SDPA's flash and cuDNN backwards;
-* the FP8 GEMM at 8192³: each block width, with and without promoting one K interval while the next runs,
-  the course's BF16 ``wgmma`` GEMM, and ``torch._scaled_mm`` (cuBLASLt FP8, one scale per tensor, and per row).
+* the FP8 GEMM at 8192³: each block width, with and without promoting one K interval while the next runs, on a
+  grid of one block per tile or a persistent one, the course's BF16 ``wgmma`` GEMM, and ``torch._scaled_mm``
+  (cuBLASLt FP8, one scale per tensor, and per row).
 
 Every ratio here is computed from the two times of one run (the kernels timed in interleaved rounds, so that the
 GPU's clock changes hit all of them alike); none is typed in.
@@ -19,12 +19,15 @@ GPU's clock changes hit all of them alike); none is typed in.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+from mlsys_lab.kernels.memory_hierarchy import bf16_gemm
+from mlsys_lab.memory_hierarchy.tensor_cores import passes_of_phases
 from mlsys_lab.validation import check_bool, check_choice, check_int, check_number, check_type
 
-RECORD = "hopper_kernels_h100"  # the forward and FP8 kernels (benchmarks/hopper_kernels.py)
-BACKWARD_RECORD = "attention_backward_h200"  # the backward (benchmarks/attention_backward.py)
+RECORD = "hopper_kernels_h200"  # the forward and FP8 kernels (benchmarks/hopper_kernels.py)
+BACKWARD_RECORD = RECORD  # the backward, timed in the same run (benchmarks/attention_backward.py alone: its own)
 ATTENTION_KERNELS = ("fa2_course", "hopper_default", "sdpa_flash", "sdpa_cudnn")
 BACKWARD_KERNELS = ("hopper_backward", "sdpa_flash", "sdpa_cudnn")
 ATTENTION_LABELS = {"fa2_course": "FA-2 (ours)", "hopper_default": "Hopper (ours)", "sdpa_flash": "SDPA flash",
@@ -102,6 +105,17 @@ def fp8_bound_use(record: dict) -> float:
     check_type("record", record, dict)
     return max(case["max_error_over_bound"] for key, check in record.items() if key.startswith("fp8_check_")
                for case in check["cases"])
+
+
+def operand_bank_passes() -> dict[str, int]:
+    """Shared-memory passes of the worst 8-row phase of a ``wgmma`` operand read in the Hopper kernels, from the
+    course's bank model. Every tile they read (Q, K, V, dO: 64 bf16 of a head a row; A and B of an FP8 K interval:
+    128 codes a row) has rows of 128 bytes in TMA's 128-byte swizzle, the layout of the BF16 ladder's ``wgmma``
+    step; "unswizzled" is the same read of the tile as TMA would copy it without the swizzle (1: conflict-free)."""
+    swizzled = bf16_gemm.STEPS["wgmma"]
+    plain = dataclasses.replace(swizzled, swizzled=False)
+    return {"swizzled": passes_of_phases(bf16_gemm.ldmatrix_phase_words(swizzled)),
+            "unswizzled": passes_of_phases(bf16_gemm.ldmatrix_phase_words(plain))}
 
 
 def target_ratios(record: dict) -> list[tuple[str, float, float]]:

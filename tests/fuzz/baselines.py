@@ -445,8 +445,11 @@ def _attention_backward_fp8_table() -> dict[str, typing.Callable[[], dict]]:
         tm + "fp8_gemm.fp8_gemm_error_bound": lambda: dict(a=qa(), b=qb()),
         tm + "fp8_gemm.fp8_gemm_error_coefficient": lambda: dict(k=256),
         "mlsys_lab.kernels.memory_hierarchy.fp8_block_gemm.fp8_gemm_stages": lambda: dict(block_n=256),
+        "mlsys_lab.kernels.memory_hierarchy.fp8_block_gemm.fp8_gemm_grid": lambda: dict(
+            m=8192, n=8192, block_n=128, persistent=True, sm_count=132),
         **{f"mlsys_lab.memory_hierarchy.hopper.{name}": _hopper_record for name in (
             "attention_steps", "attention_vs_cudnn", "fp8_bound_use", "fp8_rows", "plot_attention", "target_ratios")},
+        "mlsys_lab.memory_hierarchy.hopper.operand_bank_passes": lambda: {},
         "mlsys_lab.memory_hierarchy.hopper.AttentionRow": lambda: dict(head_dim=128, causal=False, seq=4096,
                                                                       tflops={"sdpa_cudnn": 600.0}, of_cudnn=0.9),
         "mlsys_lab.kernels.memory_hierarchy.fp8_block_gemm.fp8_gemm_smem_bytes": lambda: dict(block_n=128),

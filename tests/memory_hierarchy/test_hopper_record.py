@@ -49,8 +49,9 @@ def test_target_ratios_name_each_target_once_with_its_anchor():
     ratios = hopper.target_ratios(synthetic())
     assert ratios == [("forward, full 4096", pytest.approx(0.8), 0.9),
                       ("backward, causal 4096", pytest.approx(0.75), 0.6), ("FP8 GEMM 8192³", 0.5, 0.7)]
-    assert [what for what, _, _ in hopper.target_ratios(records.load(hopper.BACKWARD_RECORD))] == [
-        "backward, full 4096", "backward, causal 4096"]
+    one_run = [what for what, _, _ in hopper.target_ratios(records.load(hopper.RECORD))]
+    assert one_run == [f"{direction}, {mask} {seq}" for direction in ("forward", "backward")
+                       for mask in ("full", "causal") for seq in (4096, 16384)] + ["FP8 GEMM 8192³"]
 
 
 def test_attention_steps_name_each_variant_once():
@@ -79,3 +80,9 @@ def test_the_recorded_run_reads_and_holds_what_the_lesson_quotes():
     assert all(0.5 < r.of_cudnn < 1.2 for r in backward)
     assert all(check["passed"] for check in backward_run["backward_checks"].values())
     assert hopper.fp8_bound_use(run) <= 1.0
+
+
+def test_swizzle_spreads_a_phase_of_128_byte_rows_over_every_bank():
+    # 8 rows of 128 bytes (32 words) start on the same bank: reading one 16-byte chunk of each is 8 passes; XOR-ing
+    # the chunk with row % 8 puts the 8 rows' chunks on 8 different groups of 4 banks: one pass.
+    assert hopper.operand_bank_passes() == {"swizzled": 1, "unswizzled": 8}

@@ -57,6 +57,15 @@ def test_bad_settings_name_the_parameter():
         tma.tensor_map(np.zeros((512, 64), np.uint16), 512)
 
 
+def test_persistent_grid_is_one_even_block_per_sm_at_most():
+    assert fp8_block_gemm.fp8_gemm_grid(8192, 8192, 128, False, 132) == 64 * 64  # a block per tile
+    assert fp8_block_gemm.fp8_gemm_grid(8192, 8192, 256, True, 132) == 132
+    assert fp8_block_gemm.fp8_gemm_grid(8192, 8192, 128, True, 133) == 132  # even: clusters of two
+    assert fp8_block_gemm.fp8_gemm_grid(256, 512, 128, True, 132) == 8  # fewer tiles than SMs
+    with pytest.raises(ValueError, match="sm_count"):
+        fp8_block_gemm.fp8_gemm_grid(256, 512, 128, True, 1)
+
+
 @pytest.mark.skipif(backend.on_gpu, reason="checks the CPU message")
 def test_launchers_without_gpu_say_why():
     q = np.zeros((1, 1, 128, 128), np.uint16)
@@ -104,7 +113,8 @@ def test_other_gpus_are_refused_in_one_line():
 @pytest.mark.parametrize("block_n", fp8_block_gemm.BLOCK_NS)
 def test_fp8_gemm_is_within_its_error_bound_on_fresh_inputs(block_n):
     xp = backend.xp
-    for m, n, k in ((128, block_n, 128), (384, 2 * block_n, 1024), (256, block_n, 3072)):
+    # the last has more tiles than the H200 has SMs: a persistent block runs two or three of them
+    for m, n, k in ((128, block_n, 128), (384, 2 * block_n, 1024), (256, block_n, 3072), (2048, 2304, 384)):
         a = RNG.standard_normal((m, k)).astype(np.float32)
         a[:, RNG.integers(0, k, size=2)] *= 100.0  # outlier channels
         b = (RNG.standard_normal((n, k)) * 0.02).astype(np.float32)
@@ -122,7 +132,7 @@ def test_fp8_gemm_refuses_shapes_off_its_tiles():
     xp = backend.xp
     codes, scales = xp.zeros((128, 256), xp.uint8), xp.ones((128, 2), xp.float32)
     with pytest.raises(ValueError, match="N must be a positive multiple of 256"):
-        fp8_block_gemm.fp8_block_gemm_on_gpu(codes, scales, codes, xp.ones((1, 2), xp.float32))
+        fp8_block_gemm.fp8_block_gemm_on_gpu(codes, scales, codes, xp.ones((1, 2), xp.float32), 256)
     with pytest.raises(ValueError, match="b_scales must be float32 of shape"):
         fp8_block_gemm.fp8_block_gemm_on_gpu(codes, scales, codes, xp.ones((1, 1), xp.float32), 128)
 
