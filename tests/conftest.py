@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 from labserver import free_port, jupyter_lab_command, lab_environment, running
-
-# The checks the tests pass (the notebooks under nbval, in their kernels too) keep pieces: in a folder of the run's,
-# never in the home of whoever runs the tests.
-os.environ.setdefault("MLSYS_LAB_PIECES", tempfile.mkdtemp(prefix="mlsys_lab_pieces_"))
 
 
 @pytest.fixture(scope="session")
