@@ -8,10 +8,11 @@ functions that pass are the lessons' reference solutions, so two rules hold:
   one that collects only ``notebooks/`` (a ``conftest.py`` in ``tests/`` is not read then, and the lessons kept
   their pieces in ``~/.mlsys_lab/pieces``, where the next run, and the developer's own lessons, loaded them);
 * each notebook gets a folder of its own, set before its kernel starts (the first cell's setup). With one folder
-  for the run, a lesson running beside the capstone (xdist) kept pieces while the capstone ran: its MPI ranks,
-  which look their pieces up when they start, ran the other lesson's solution where the capstone's own process
-  had run the course's, and its bit-for-bit comparisons failed (on the H200, where lesson 06 keeps its CUDA loss).
-  The committed outputs were made with no pieces at all (``course/execute.py``).
+  for the run, a lesson running beside the capstone (xdist) can keep a piece while the capstone runs: its MPI
+  ranks, which look their pieces up when they start, then run that lesson's solution where the capstone's own
+  process ran the course's, and its bit-for-bit comparisons fail (two did in a GPU-lane run with lessons 06, 08
+  and 09 beside it; lesson 06 keeps its CUDA loss only on a GPU). The committed outputs were made with no pieces
+  at all (``course/execute.py``).
 
 Loaded for every run through ``-p pieces_store`` in ``pyproject.toml``. A test that needs a store of its own sets
 ``MLSYS_LAB_PIECES`` itself (``monkeypatch.setenv``).
