@@ -80,3 +80,16 @@ def test_a_failing_module_raises_with_its_stderr(tmp_path):
     (tmp_path / "broken.py").write_text("raise SystemExit('broken on purpose')\n")
     with pytest.raises(RuntimeError, match="broken on purpose"):
         mpi.run_mpi("broken", 2, [], timeout_s=60, env={"PYTHONPATH": str(tmp_path)})
+
+
+@needs_mpi
+def test_a_ranks_failure_line_survives_a_long_traceback_after_it(tmp_path):
+    """Both ranks fail: rank 1 says so in its one line, then rank 0's long traceback fills the tail of stderr."""
+    (tmp_path / "both_fail.py").write_text(
+        "import sys, time\nfrom mpi4py import MPI\nrank = MPI.COMM_WORLD.Get_rank()\n"
+        "if rank == 1:\n    print('rank 1 failed: ValueError: the budget', file=sys.stderr, flush=True)\n"
+        "    sys.exit(1)\n"
+        "time.sleep(1)\nprint('x' * 3000, file=sys.stderr, flush=True)\nsys.exit(1)\n")
+    with pytest.raises(RuntimeError, match="rank 1 failed: ValueError: the budget") as failure:
+        mpi.run_mpi("both_fail", 2, [], timeout_s=60, env={"PYTHONPATH": str(tmp_path)})
+    assert "x" * 1000 in str(failure.value)  # the tail is still there
