@@ -90,9 +90,9 @@ def run_mpi(module: str, n_procs: int, args: list[str], timeout_s: float = 120.0
     """Run ``python -m module args`` on ``n_procs`` MPI processes; return rank 0's JSON line as a dict.
 
     ``env`` adds variables to the child environment (:func:`child_environment`). Raises
-    :class:`MpiUnavailable` when there is no mpiexec or mpi4py, RuntimeError (with the tail of
-    stderr, and every "rank N failed: ..." line a failing rank printed) when the run fails or the processes did not
-    join one communicator.
+    :class:`MpiUnavailable` when there is no mpiexec or mpi4py, RuntimeError (led by every "rank N failed: ..." line
+    a failing rank printed, then the tail of stderr) when the run fails or the processes did not join one
+    communicator.
     """
     check_positive("timeout_s", timeout_s, finite=False)  # inf: wait as long as it takes
     mpiexec = find_mpiexec()
@@ -112,12 +112,11 @@ def run_mpi(module: str, n_procs: int, args: list[str], timeout_s: float = 120.0
         raise MpiUnavailable("mpi4py is not installed in this Python: pip install mpi4py")
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        tail = done.stderr[-1500:]
-        # A rank that fails says so in one line ("rank 1 failed: ValueError: ..."); when both ranks fail, the other's
-        # traceback can push that line out of the tail: it is kept in front of it.
-        said = [line for line in done.stderr.splitlines() if line.startswith("rank ") and " failed: " in line]
-        lost = "".join(f"{line}\n" for line in said if line not in tail)
-        raise RuntimeError(f"mpiexec failed (exit {done.returncode}): {' '.join(command)}\n{lost}{tail}")
+        # A rank that fails says so in one line ("rank 1 failed: ValueError: ..."): those lines lead the message,
+        # what a one-line summary of it shows, and stay when the other rank's traceback pushes them out of the tail.
+        said = "".join(f"{line}\n" for line in done.stderr.splitlines()
+                       if line.startswith("rank ") and " failed: " in line)
+        raise RuntimeError(f"{said}mpiexec failed (exit {done.returncode}): {' '.join(command)}\n{done.stderr[-1500:]}")
     if len(lines) > 1:  # every process was its own rank 0: mpiexec and mpi4py's MPI do not match
         raise RuntimeError(
             f"{len(lines)} processes each ran alone: {mpiexec} does not match the MPI library "

@@ -157,12 +157,6 @@ def run_pipeline(config: RunConfig, n_steps: int, n_microbatches: int = 4, cours
 EXPERT_PARALLEL_MODULE = "mlsys_lab.capstone.ep_run"
 
 
-def _failing_rank_first(message: str) -> str:
-    """mpiexec's failure with the failing rank's own line ("rank 1 failed: ValueError: ...") moved to the front."""
-    lines = [line for line in message.splitlines() if line.startswith("rank ") and " failed: " in line]
-    return f"{lines[-1]}\n{message}" if lines else message
-
-
 def run_expert_parallel(config: RunConfig, n_steps: int, n_ranks: int = 2, course_pieces: bool = False,
                         timeout_s: float = 300.0) -> dict:
     """Train ``n_steps`` steps of ``config``'s MoE model with its experts sharded over ``n_ranks`` MPI processes
@@ -180,11 +174,6 @@ def run_expert_parallel(config: RunConfig, n_steps: int, n_ranks: int = 2, cours
     args += ["--course-pieces"] if course_pieces else []
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "theta.npy"
-        try:
-            result = run_mpi(EXPERT_PARALLEL_MODULE, n_ranks, args + ["--out", str(out)], timeout_s)
-        except MpiUnavailable:
-            raise
-        except RuntimeError as exc:  # a rank's own error first: what a one-line summary of the failure shows
-            raise RuntimeError(_failing_rank_first(str(exc))) from exc
+        result = run_mpi(EXPERT_PARALLEL_MODULE, n_ranks, args + ["--out", str(out)], timeout_s)
         result["theta"] = np.load(out)
     return result
