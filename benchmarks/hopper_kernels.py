@@ -99,12 +99,11 @@ def fp8_variant(variant: dict):
     block_n = defines["FP8_BN"]
     fn = loader.kernel(fp8_block_gemm.SOURCE, "fp8_block_gemm", defines, arch="sm_90a")
     fn.max_dynamic_shared_size_bytes = fp8_block_gemm.fp8_gemm_smem_bytes(block_n)
-    sms = backend.xp.cuda.Device().attributes["MultiProcessorCount"]
 
     def run(a, sa, b, sb, out):
         m, k = a.shape
         n = b.shape[0]
-        grid = fp8_block_gemm.fp8_gemm_grid(m, n, block_n, variant.get("persistent", False), sms)
+        grid = fp8_block_gemm.fp8_gemm_grid(m, n, block_n, variant.get("persistent", False), backend.sm_count())
         PackedLaunch(fn, (grid,), (384,), fp8_block_gemm.fp8_gemm_smem_bytes(block_n), 5,
                      (np.int32(m), np.int32(n), np.int32(k)))(
             tensor_map(a, 128), tensor_map(b, block_n // (2 if defines.get("FP8_MULTICAST") else 1)),

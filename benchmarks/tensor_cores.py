@@ -298,7 +298,7 @@ def environment() -> dict:
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     torch = torch_or_none()
     return {"device": name, "compute_capability": xp.cuda.Device().compute_capability,
-            "sm_count": xp.cuda.Device().attributes["MultiProcessorCount"],
+            "sm_count": backend.sm_count(),
             "cupy_version": xp.__version__, "cuda_runtime_version": xp.cuda.runtime.runtimeGetVersion(),
             "cuda_driver_version": xp.cuda.runtime.driverGetVersion(),
             "nvrtc_version": list(xp.cuda.nvrtc.getVersion()),

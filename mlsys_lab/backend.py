@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import importlib.util
 import os
 import sys
@@ -192,6 +193,13 @@ def describe() -> str:
 def device_name() -> str:
     """The name of the device the backend runs on ("NVIDIA H200", "Tesla T4"; "CPU" on NumPy)."""
     return _selection.device
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count() -> int | None:
+    """Streaming multiprocessors of the GPU the backend runs on (132 on an H100 or H200, 40 on a T4); None on NumPy.
+    Asked of the driver once: the launchers that size their grids to the SMs call it on every launch."""
+    return int(xp.cuda.Device().attributes["MultiProcessorCount"]) if on_gpu else None
 
 
 def compute_capability() -> tuple[int, int] | None:

@@ -728,6 +728,7 @@ def _object_table() -> dict[str, typing.Callable[[], dict]]:
         "mlsys_lab.backend.Selection": lambda: dict(name="numpy", module=np, reason="toy", device="CPU"),
         "mlsys_lab.backend.to_device": lambda: dict(values=(np.ones(3), 2.0)),
         "mlsys_lab.backend.to_host": lambda: dict(value=(np.ones(3), [np.zeros(2)])),
+        "mlsys_lab.backend.sm_count": lambda: {},
         "mlsys_lab.records.load": lambda: dict(name="roofline_h200"),
         "mlsys_lab.records.path": lambda: dict(name="roofline_h200"),
         "mlsys_lab.records.provenance": lambda: dict(record=records.load("probe_h200")),

@@ -28,7 +28,7 @@
 #define F_THREADS 384
 // FP8_PIPELINE (block width 128 only: 64 + 2 x 64 accumulator registers): promote interval kt while the tensor
 // cores compute interval kt + 1, in two temporaries, so that a warp group's tensor-core work never waits for its
-// own promotion. On the H200 at 8192³ it adds 11% (the lesson's table), once its loop is written so that ptxas
+// own promotion. On the H200 at 8192³ it adds 16% (the lesson's table), once its loop is written so that ptxas
 // does not serialize the wgmma (fp8_mainloop_pipelined); 256's accumulator leaves no registers for a second T.
 #ifndef FP8_PIPELINE
 #define FP8_PIPELINE (FP8_BN == 128)

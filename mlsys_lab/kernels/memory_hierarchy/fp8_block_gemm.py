@@ -66,8 +66,8 @@ def fp8_gemm_smem_bytes(block_n: int) -> int:
 def compiled_fp8_gemm(block_n: int):
     """The compiled kernel for one block width (cached; GPUTooOld on anything but compute capability 9.0)."""
     loader.require_gpu("the FP8 block-scaled GEMM")
-    defines = {"FP8_BN": block_n, "FP8_PIPELINE": int(block_n == 128)}  # two temporaries fit at 128 only
-    fn = loader.kernel(SOURCE, "fp8_block_gemm", defines, arch="sm_90a")
+    # (FP8_PIPELINE follows FP8_BN in the .cu: two temporaries fit at 128 only)
+    fn = loader.kernel(SOURCE, "fp8_block_gemm", {"FP8_BN": block_n}, arch="sm_90a")
     fn.max_dynamic_shared_size_bytes = fp8_gemm_smem_bytes(block_n)
     return fn
 
@@ -102,7 +102,7 @@ def fp8_block_gemm_on_gpu(a_codes, a_scales, b_codes, b_scales, block_n: int = 1
     xp = backend.xp
     if out is None:
         out = xp.empty((m, n), dtype=xp.uint16)
-    grid = fp8_gemm_grid(m, n, block_n, True, xp.cuda.Device().attributes["MultiProcessorCount"])
+    grid = fp8_gemm_grid(m, n, block_n, True, backend.sm_count())
     launch = PackedLaunch(compiled_fp8_gemm(block_n), (grid,), (THREADS,),
                           fp8_gemm_smem_bytes(block_n), 5, (np.int32(m), np.int32(n), np.int32(k)))
     launch(tensor_map(a_codes, BLOCK_M), tensor_map(b_codes, block_n), xp.ascontiguousarray(a_scales.T),

@@ -88,7 +88,7 @@ def softmax_rows_persistent(x, threads: int = THREADS, blocks_per_sm: int = 4, s
     defines = _softmax_defines(x, threads, blocks_per_sm, "blocks_per_sm", streaming, max_vec=8)
     y = xp.empty_like(x)
     rows, cols = x.shape
-    n_sm = xp.cuda.Device().attributes["MultiProcessorCount"]
+    n_sm = backend.sm_count()
     loader.kernel("memory_hierarchy/fused.cu", "softmax_rows_persistent", defines)(
         (min(rows, n_sm * blocks_per_sm),), (threads,), (x, y, np.int32(rows), np.int32(cols)))
     return y

@@ -53,8 +53,7 @@ def _check_ranges(expert: np.ndarray, slot: np.ndarray, n_experts: int, capacity
 
 
 def _grid(n_rows: int) -> int:
-    sms = backend.xp.cuda.Device().attributes["MultiProcessorCount"]
-    return max(1, min(n_rows, BLOCKS_PER_SM * sms))
+    return max(1, min(n_rows, BLOCKS_PER_SM * backend.sm_count()))
 
 
 def _int32(a):

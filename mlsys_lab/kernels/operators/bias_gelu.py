@@ -35,8 +35,7 @@ def bias_gelu(x, bias, scale: float):
     out = xp.empty_like(x)
     if x.size == 0:
         return out
-    sms = xp.cuda.Device().attributes["MultiProcessorCount"]
-    blocks = min(loader.blocks_for(x.size, THREADS), BLOCKS_PER_SM * sms)
+    blocks = min(loader.blocks_for(x.size, THREADS), BLOCKS_PER_SM * backend.sm_count())
     loader.kernel("operators/bias_gelu.cu", "bias_gelu")(
         (blocks,), (THREADS,), (x, bias, out, np.float32(scale), np.int64(x.size), np.int32(x.shape[1])))
     return out

@@ -25,8 +25,7 @@ def sum_atomic(x):
     out = xp.zeros(1, dtype=xp.float32)
     if x.size == 0:
         return out
-    sms = xp.cuda.Device().attributes["MultiProcessorCount"]
-    blocks = min(loader.blocks_for(x.size, THREADS), BLOCKS_PER_SM * sms)
+    blocks = min(loader.blocks_for(x.size, THREADS), BLOCKS_PER_SM * backend.sm_count())
     loader.kernel("roofline/reduce.cu", "reduce_sum")((blocks,), (THREADS,), (x, out, np.int64(x.size)))
     return out
 
